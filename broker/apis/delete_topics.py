@@ -1,0 +1,18 @@
+"""DeleteTopics (20)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oncelog.broker.request import Request
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict:
+    responses = []
+    for name in request.body.topic_names:
+        outcome = broker.topics.delete(name)
+        responses.append({"name": name, "error_code": outcome.error, "error_message": outcome.message})
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,84 @@
+"""Metadata (3): this broker as the only broker and controller, topics (auto-created on request) and partitions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
+from oncelog.broker.request import Request
+from oncelog.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+#: Kafka sends Integer.MIN_VALUE for authorized operations that were not asked for.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+NO_LEADER_EPOCH = -1
+
+
+def topic_entry(broker: BrokerNode, topic: TopicInfo) -> dict:
+    node_id = broker.node_id
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "partitions": [
+            {
+                "error_code": ErrorCode.NONE,
+                "partition_index": partition,
+                "leader_id": node_id,
+                # No leader epochs are exposed (-1), so clients skip OffsetForLeaderEpoch validation.
+                "leader_epoch": NO_LEADER_EPOCH,
+                "replica_nodes": [node_id],
+                "isr_nodes": [node_id],
+                "offline_replicas": [],
+            }
+            for partition in range(topic.partitions)
+        ],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def error_entry(name: str, error: ErrorCode) -> dict:
+    return {
+        "error_code": error,
+        "name": name,
+        "is_internal": name in INTERNAL_TOPICS,
+        "partitions": [],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict:
+    body = request.body
+    requested = body.topics
+    if requested is None or (request.version == 0 and not requested):
+        topics = [topic_entry(broker, t) for t in broker.metadata.topics.values()]
+    else:
+        allow_create = body.allow_auto_topic_creation and broker.config.get_bool("auto.create.topics.enable")
+        topics = []
+        for wanted in requested:
+            name = wanted.name
+            topic = broker.metadata.get(name) if name is not None else None
+            if topic is not None:
+                topics.append(topic_entry(broker, topic))
+            elif name is None or topic_name_problem(name) is not None:
+                topics.append(error_entry(name or "", ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif allow_create and name not in INTERNAL_TOPICS:
+                outcome = broker.topics.create(name)
+                if outcome.topic is not None:
+                    topics.append(topic_entry(broker, outcome.topic))
+                else:
+                    topics.append(error_entry(name, outcome.error))
+            else:
+                topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    advertised = broker.advertised
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": broker.node_id, "host": advertised.host, "port": advertised.port, "rack": None}],
+        "cluster_id": broker.metadata.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }

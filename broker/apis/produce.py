@@ -1,0 +1,109 @@
+"""Produce (0): append each partition's batches, then answer once the data is durable (acks=1/-1) or not at all
+(acks=0).
+
+Versions 0-2 are advertised (old librdkafka turns compression off unless the range includes v0) but every
+partition is answered UNSUPPORTED_VERSION, as Kafka 4.0 does: they predate record batch v2.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oncelog.broker.clock import now_ms
+from oncelog.broker.metadata import INTERNAL_TOPICS
+from oncelog.broker.replica_manager import PartitionAppend
+from oncelog.broker.request import Deferred, Request
+from oncelog.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+#: The first Produce version that carries v2 record batches (Kafka 4.0 rejects 0-2).
+MIN_RECORD_BATCH_V2_VERSION = 3
+VALID_ACKS = (-1, 0, 1)
+NO_TIMESTAMP = -1
+
+
+def _partition_response(index: int, outcome: PartitionAppend) -> dict:
+    result = outcome.result
+    return {
+        "index": index,
+        "error_code": outcome.error,
+        "base_offset": result.first_offset if result is not None else -1,
+        "log_append_time_ms": NO_TIMESTAMP,
+        "log_start_offset": result.log_start_offset if result is not None else -1,
+        "record_errors": [],
+        "error_message": outcome.message,
+    }
+
+
+def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tuple[int, PartitionAppend]]]]:
+    body = request.body
+    if request.version < MIN_RECORD_BATCH_V2_VERSION:
+        reject: ErrorCode | None = ErrorCode.UNSUPPORTED_VERSION
+    elif body.acks not in VALID_ACKS:
+        reject = ErrorCode.INVALID_REQUIRED_ACKS
+    else:
+        reject = None
+    timestamp = now_ms()
+    outcomes = []
+    for topic_data in body.topic_data:
+        name = topic_data.name
+        topic = broker.metadata.get(name)
+        per_partition = []
+        for partition_data in topic_data.partition_data:
+            index = partition_data.index
+            if reject is not None:
+                outcome = PartitionAppend(reject)
+            elif topic is None or not 0 <= index < topic.partitions:
+                outcome = PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif name in INTERNAL_TOPICS:
+                outcome = PartitionAppend(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION, message=f"Cannot append to internal topic {name}"
+                )
+            elif not partition_data.records:
+                outcome = PartitionAppend(ErrorCode.INVALID_RECORD, message="Produce request carries no records")
+            elif request.body.transactional_id is not None:
+                outcome = PartitionAppend(
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    message="This broker has no transaction coordinator yet",
+                )
+            else:
+                outcome = broker.replicas.append(name, index, partition_data.records, timestamp)
+            per_partition.append((index, outcome))
+        outcomes.append((name, per_partition))
+    return outcomes
+
+
+def _response(outcomes: list[tuple[str, list[tuple[int, PartitionAppend]]]]) -> dict:
+    return {
+        "responses": [
+            {"name": name, "partition_responses": [_partition_response(index, o) for index, o in per_partition]}
+            for name, per_partition in outcomes
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None:
+    outcomes = _append_all(broker, request)
+    if request.body.acks == 0:
+        return None
+    pending = [
+        (name, index, outcome)
+        for name, per_partition in outcomes
+        for index, outcome in per_partition
+        if outcome.error == ErrorCode.NONE and outcome.result is not None
+    ]
+    if not pending or not broker.flusher.fsync_before_ack:
+        return _response(outcomes)
+
+    async def complete() -> dict:
+        for name, index, outcome in pending:
+            assert outcome.result is not None
+            error = await broker.replicas.wait_durable(name, index, outcome.result.last_offset + 1)
+            if error != ErrorCode.NONE:
+                outcome.error, outcome.result = error, None
+        return _response(outcomes)
+
+    return Deferred(complete)

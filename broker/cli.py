@@ -1,0 +1,97 @@
+"""The ``oncelog`` command: ``oncelog broker`` runs a single-node broker until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+import trio
+from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
+from oncelog.broker.node import BrokerNode, Endpoint
+
+DEFAULT_LISTEN = "127.0.0.1:9092"
+DEFAULT_DATA_DIR = "./oncelog-data"
+
+
+def configure_logging(level: str) -> None:
+    """structlog to stderr: one line per event, key=value pairs."""
+    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper())
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="oncelog", description="A Kafka-compatible transactional broker.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    broker = commands.add_parser("broker", help="run a single-node broker")
+    broker.add_argument("--data-dir", default=None, help=f"partition logs live here (default {DEFAULT_DATA_DIR})")
+    broker.add_argument("--listen", default=None, help=f"HOST:PORT to listen on (default {DEFAULT_LISTEN})")
+    broker.add_argument("--advertise", default=None, help="HOST:PORT given to clients (default: the listener)")
+    broker.add_argument("--node-id", type=int, default=None, help="broker id (node.id, default 1)")
+    broker.add_argument("--config", type=Path, default=None, help="Kafka-style properties file")
+    broker.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a property (repeatable)"
+    )
+    broker.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def resolve_config(args: argparse.Namespace) -> tuple[BrokerConfig, Endpoint, Endpoint | None]:
+    """File, then --set, then the dedicated flags (which win)."""
+    file_values = read_properties_file(args.config) if args.config else {}
+    flags: dict[str, str] = {}
+    if args.data_dir is not None:
+        flags["log.dirs"] = args.data_dir
+    if args.node_id is not None:
+        flags["node.id"] = str(args.node_id)
+    if args.listen is not None:
+        flags["listeners"] = args.listen
+    if args.advertise is not None:
+        flags["advertised.listeners"] = args.advertise
+    config = BrokerConfig.from_sources(file_values, parse_overrides(args.set), flags)
+    listen = Endpoint.parse(config.get_str("listeners"))
+    advertised_text = config.get_str("advertised.listeners")
+    advertise = Endpoint.parse(advertised_text) if advertised_text else None
+    return config, listen, advertise
+
+
+async def run_broker(node: BrokerNode) -> None:
+    """Run ``node`` until SIGTERM or SIGINT, then shut it down cleanly."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+
+            async for signum in signals:
+                structlog.get_logger(__name__).info("shutdown", signal=signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        config, listen, advertise = resolve_config(args)
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"oncelog: {exc}", file=sys.stderr)
+        return 2
+    trio.run(run_broker, BrokerNode(config, listen, advertise))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

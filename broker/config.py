@@ -1,0 +1,229 @@
+"""Broker configuration: Kafka property names and defaults, loaded from a properties file plus overrides.
+
+Every setting keeps Apache Kafka's property name. Defaults are Kafka's, with one deliberate exception:
+``log.flush.interval.messages`` defaults to 1 (fsync before acknowledging, group-committed) where Kafka defaults to
+Long.MAX_VALUE (page cache only). Set it higher, or set ``log.flush.interval.ms``, to select page-cache mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from oncelog.storage.config import LogConfig
+
+LONG_MAX = 9223372036854775807
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown or malformed."""
+
+
+@dataclass(frozen=True)
+class PropertySpec:
+    """One broker property: its Kafka name, type, default and documentation."""
+
+    name: str
+    kind: type
+    default: object
+    doc: str
+    topic_name: str | None = None  # the per-topic override name, where Kafka has one
+
+
+#: Every property the broker understands, Kafka's name -> spec. Unknown names are rejected at start-up.
+PROPERTIES: dict[str, PropertySpec] = {
+    s.name: s
+    for s in (
+        PropertySpec("node.id", int, 1, "This broker's id."),
+        PropertySpec("log.dirs", str, "./oncelog-data", "Directory holding the partition logs."),
+        PropertySpec("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
+        PropertySpec("advertised.listeners", str, "", "Address given to clients (default: the listener)."),
+        PropertySpec("num.partitions", int, 1, "Partitions of an auto-created topic."),
+        PropertySpec("default.replication.factor", int, 1, "Replication factor of an auto-created topic."),
+        PropertySpec("auto.create.topics.enable", bool, True, "Create unknown topics on Metadata requests."),
+        PropertySpec("delete.topic.enable", bool, True, "Allow DeleteTopics."),
+        PropertySpec("message.max.bytes", int, 1048588, "Largest record batch accepted.", "max.message.bytes"),
+        PropertySpec("socket.request.max.bytes", int, 104857600, "Largest request frame accepted."),
+        PropertySpec("connections.max.idle.ms", int, 600000, "Idle connections are closed after this."),
+        PropertySpec("log.segment.bytes", int, 1073741824, "Segment size that triggers a roll.", "segment.bytes"),
+        PropertySpec("log.roll.ms", int, 604800000, "Segment age that triggers a roll.", "segment.ms"),
+        PropertySpec(
+            "log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", "index.interval.bytes"
+        ),
+        PropertySpec("log.index.size.max.bytes", int, 10485760, "Maximum offset index size.", "segment.index.bytes"),
+        PropertySpec(
+            "log.retention.ms", int, 604800000, "Delete segments older than this (-1: never).", "retention.ms"
+        ),
+        PropertySpec(
+            "log.retention.bytes", int, -1, "Delete old segments above this size (-1: never).", "retention.bytes"
+        ),
+        PropertySpec("log.retention.check.interval.ms", int, 300000, "How often retention runs."),
+        PropertySpec(
+            "log.flush.interval.messages",
+            int,
+            1,
+            "Messages accumulated before an fsync; 1 = fsync before acknowledging.",
+            "flush.messages",
+        ),
+        PropertySpec("log.flush.interval.ms", int, -1, "Maximum time data stays unflushed (-1: unset).", "flush.ms"),
+        PropertySpec("log.flush.scheduler.interval.ms", int, 1000, "How often page-cache mode checks for flushes."),
+        PropertySpec("log.flush.offset.checkpoint.interval.ms", int, 60000, "How often recovery points are saved."),
+        PropertySpec(
+            "file.delete.delay.ms",
+            int,
+            60000,
+            "Delay before deleted segment files are removed.",
+            "file.delete.delay.ms",
+        ),
+        PropertySpec("producer.id.expiration.ms", int, 86400000, "Idle producer ids are forgotten after this."),
+        PropertySpec("log.cleanup.policy", str, "delete", "Retention policy.", "cleanup.policy"),
+        PropertySpec("log.message.timestamp.type", str, "CreateTime", "Timestamp type.", "message.timestamp.type"),
+        PropertySpec(
+            "compression.type", str, "producer", "Broker-side compression (only 'producer').", "compression.type"
+        ),
+        PropertySpec("min.insync.replicas", int, 1, "Replicas that must acknowledge acks=all.", "min.insync.replicas"),
+        PropertySpec("transaction.max.timeout.ms", int, 900000, "Largest transaction timeout a producer may ask for."),
+        PropertySpec("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state."),
+        PropertySpec("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets."),
+    )
+}
+
+#: Topic-level name -> broker-level name, for CreateTopics configs and DescribeConfigs.
+TOPIC_PROPERTIES: dict[str, str] = {s.topic_name: s.name for s in PROPERTIES.values() if s.topic_name}
+
+
+def parse_value(spec: PropertySpec, raw: str) -> object:
+    """Convert a property's text to its type; raises ConfigError with the property's name."""
+    text = raw.strip()
+    try:
+        if spec.kind is bool:
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+        if spec.kind is int:
+            return int(text)
+        return text
+    except ValueError:
+        raise ConfigError(f"invalid value {raw!r} for {spec.name} (expected {spec.kind.__name__})") from None
+
+
+def read_properties_file(path: Path) -> dict[str, str]:
+    """Parse a Java-style properties file (``key=value`` or ``key: value`` lines, ``#``/``!`` comments)."""
+    result: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        sep = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}: cannot parse line {line!r}")
+        result[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
+    return result
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
+    """Parse ``key=value`` command-line overrides."""
+    result: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        result[key.strip()] = value
+    return result
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Resolved broker settings, keyed by Kafka property name (see PROPERTIES)."""
+
+    values: Mapping[str, object] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_sources(cls, *sources: Mapping[str, str]) -> BrokerConfig:
+        """Defaults, then each source in turn (later wins). Unknown property names raise ConfigError."""
+        values: dict[str, object] = {name: spec.default for name, spec in PROPERTIES.items()}
+        explicit: set[str] = set()
+        for source in sources:
+            for name, raw in source.items():
+                spec = PROPERTIES.get(name)
+                if spec is None:
+                    raise ConfigError(f"unknown property {name!r}")
+                values[name] = parse_value(spec, raw)
+                explicit.add(name)
+        config = cls(values, frozenset(explicit))
+        config.validate()
+        return config
+
+    def __getitem__(self, name: str) -> object:
+        return self.values[name]
+
+    def get_int(self, name: str) -> int:
+        value = self.values[name]
+        assert isinstance(value, int)
+        return value
+
+    def get_bool(self, name: str) -> bool:
+        return bool(self.values[name])
+
+    def get_str(self, name: str) -> str:
+        return str(self.values[name])
+
+    def with_values(self, **overrides: object) -> BrokerConfig:
+        """A copy with some properties replaced (keys use underscores for dots)."""
+        values = dict(self.values)
+        explicit = set(self.explicit)
+        for key, value in overrides.items():
+            name = key.replace("_", ".")
+            values[name] = value
+            explicit.add(name)
+        return dataclasses.replace(self, values=values, explicit=frozenset(explicit))
+
+    def validate(self) -> None:
+        if self.get_int("num.partitions") < 1:
+            raise ConfigError("num.partitions must be at least 1")
+        if self.get_int("log.segment.bytes") < 14:
+            raise ConfigError("log.segment.bytes must be at least 14")
+        if self.get_int("log.flush.interval.messages") < 1:
+            raise ConfigError("log.flush.interval.messages must be at least 1")
+
+    @property
+    def fsync_before_ack(self) -> bool:
+        """True when every acknowledged append is fsynced first (log.flush.interval.messages = 1, no flush.ms)."""
+        return self.get_int("log.flush.interval.messages") == 1 and self.get_int("log.flush.interval.ms") < 0
+
+    def log_config(self, topic_overrides: Mapping[str, str] | None = None) -> LogConfig:
+        """The storage settings of a topic: broker defaults with the topic's own overrides applied."""
+        values = dict(self.values)
+        for topic_name, raw in (topic_overrides or {}).items():
+            broker_name = TOPIC_PROPERTIES.get(topic_name)
+            if broker_name is not None:
+                values[broker_name] = parse_value(PROPERTIES[broker_name], raw)
+        return LogConfig(
+            segment_bytes=int(values["log.segment.bytes"]),  # type: ignore[arg-type]
+            segment_ms=int(values["log.roll.ms"]),  # type: ignore[arg-type]
+            index_interval_bytes=int(values["log.index.interval.bytes"]),  # type: ignore[arg-type]
+            max_index_size=int(values["log.index.size.max.bytes"]),  # type: ignore[arg-type]
+            retention_ms=int(values["log.retention.ms"]),  # type: ignore[arg-type]
+            retention_bytes=int(values["log.retention.bytes"]),  # type: ignore[arg-type]
+            max_message_bytes=int(values["message.max.bytes"]),  # type: ignore[arg-type]
+            producer_id_expiration_ms=int(values["producer.id.expiration.ms"]),  # type: ignore[arg-type]
+            file_delete_delay_ms=int(values["file.delete.delay.ms"]),  # type: ignore[arg-type]
+        )
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
+    """Return an error message when a CreateTopics config is unknown or malformed, else None."""
+    for name, raw in configs.items():
+        broker_name = TOPIC_PROPERTIES.get(name)
+        if broker_name is None:
+            return f"Unknown topic config name: {name}"
+        if raw is None:
+            return f"Null value not supported for topic config {name}"
+        try:
+            parse_value(PROPERTIES[broker_name], raw)
+        except ConfigError as exc:
+            return str(exc)
+    return None

@@ -1,0 +1,118 @@
+"""Cluster metadata of a single node: cluster id, topics, their partition counts, ids and config overrides.
+
+Persisted as JSON in the data dir (``meta.properties`` for the cluster id, ``topics.json`` for topics), each write
+atomic and fsynced before the change is acknowledged.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from oncelog.storage.checkpoint import atomic_write
+
+#: Kafka's Topic.MAX_NAME_LENGTH.
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC})
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a legal topic name (Kafka's Topic.validate), or None when it is."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL_TOPIC_CHARS.fullmatch(name):
+        return (
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def collision_key(name: str) -> str:
+    """Kafka treats '.' and '_' as colliding in topic names (metric names merge them)."""
+    return name.replace(".", "_")
+
+
+@dataclass
+class TopicInfo:
+    """One topic: id, partition count and its config overrides (topic-level property names)."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+class MetadataStore:
+    """The topics this node holds; every mutation is persisted before it returns."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = data_dir
+        self._topics_path = data_dir / "topics.json"
+        self.topics: dict[str, TopicInfo] = {}
+        self.cluster_id = ""
+
+    def load(self) -> None:
+        """Read the cluster id (creating one on first start) and the topics."""
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        meta_path = self._data_dir / "meta.properties"
+        if meta_path.exists():
+            for line in meta_path.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "cluster.id":
+                    self.cluster_id = value.strip()
+        if not self.cluster_id:
+            # Kafka's cluster ids are a random UUID in URL-safe base64 without padding (22 characters).
+            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            atomic_write(meta_path, f"version=1\ncluster.id={self.cluster_id}\n".encode())
+        if self._topics_path.exists():
+            raw = json.loads(self._topics_path.read_text())
+            for name, entry in raw["topics"].items():
+                self.topics[name] = TopicInfo(name, uuid.UUID(entry["id"]), entry["partitions"], entry["configs"])
+
+    def _save(self) -> None:
+        payload = {
+            "version": 1,
+            "topics": {
+                t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+                for t in self.topics.values()
+            },
+        }
+        atomic_write(self._topics_path, json.dumps(payload, indent=1, sort_keys=True).encode())
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def colliding_topic(self, name: str) -> str | None:
+        """An existing topic whose name collides with ``name`` ('.' vs '_'), if any."""
+        key = collision_key(name)
+        for existing in self.topics:
+            if existing != name and collision_key(existing) == key:
+                return existing
+        return None
+
+    def add(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        info = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
+        self.topics[name] = info
+        self._save()
+        return info
+
+    def remove(self, name: str) -> None:
+        del self.topics[name]
+        self._save()

@@ -1,0 +1,129 @@
+"""A single broker node: owns the data dir, the partition logs and every background task, and serves clients.
+
+Lifetime: ``run`` loads state (recovering logs after an unclean stop), starts the flusher, retention and checkpoint
+tasks and the listener in one nursery; cancelling ``run`` (SIGTERM/SIGINT in the CLI) leaves that nursery and then
+closes the logs cleanly (flush, producer snapshots, checkpoints, clean-shutdown marker).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+import trio
+from oncelog.broker.clock import now_ms
+from oncelog.broker.config import BrokerConfig
+from oncelog.broker.flusher import LogFlusher
+from oncelog.broker.metadata import MetadataStore
+from oncelog.broker.producer_ids import ProducerIdAllocator
+from oncelog.broker.replica_manager import ReplicaManager
+from oncelog.broker.server import serve
+from oncelog.broker.topics import TopicManager
+from oncelog.storage.log_manager import LogManager
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Endpoint:
+        """Parse ``HOST:PORT`` (also ``PLAINTEXT://HOST:PORT`` and ``[v6]:PORT``)."""
+        text = text.split("://", 1)[-1]
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"expected HOST:PORT, got {text!r}")
+        return cls(host.strip("[]") or "0.0.0.0", int(port))
+
+
+class BrokerNode:
+    """Composition root of the broker; handlers reach every component through it."""
+
+    def __init__(self, config: BrokerConfig, listen: Endpoint, advertise: Endpoint | None = None) -> None:
+        self.config = config
+        self.node_id = config.get_int("node.id")
+        self.data_dir = Path(config.get_str("log.dirs"))
+        self.listen = listen
+        self._advertise = advertise
+        self.metadata = MetadataStore(self.data_dir)
+        self.logs = LogManager(self.data_dir, config.log_config())
+        self.flusher = LogFlusher(
+            fsync_before_ack=config.fsync_before_ack,
+            interval_messages=config.get_int("log.flush.interval.messages"),
+            interval_ms=config.get_int("log.flush.interval.ms"),
+            scheduler_interval_ms=config.get_int("log.flush.scheduler.interval.ms"),
+            on_high_watermark=self._high_watermark_advanced,
+        )
+        self.replicas = ReplicaManager(self.logs, self.flusher)
+        self.producer_ids = ProducerIdAllocator(self.data_dir / "producer-id-block")
+        self.topics = TopicManager(self)
+        self.port: int | None = None
+
+    @property
+    def advertised(self) -> Endpoint:
+        """Where clients are told to connect: --advertise, else the listener (its bound port)."""
+        if self._advertise is not None:
+            return self._advertise
+        host = self.listen.host if self.listen.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        return Endpoint(host, self.port if self.port is not None else self.listen.port)
+
+    def _high_watermark_advanced(self, partition_log) -> None:
+        self.replicas.high_watermark_advanced(partition_log)
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        self.metadata.load()
+        self.producer_ids.load()
+        self.logs.load(now_ms())
+        for topic in self.metadata.topics.values():
+            self.topics.ensure_logs(topic)
+        log.info(
+            "loaded",
+            data_dir=str(self.data_dir),
+            topics=len(self.metadata.topics),
+            partitions=len(self.logs.all_logs()),
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; reports the bound port once clients can connect."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        await trio.to_thread.run_sync(self._load)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.flusher.run)
+                nursery.start_soon(self._retention_loop)
+                nursery.start_soon(self._checkpoint_loop)
+                self.port = await nursery.start(serve, self, self.listen.host, self.listen.port)
+                log.info("started", node_id=self.node_id, advertised=f"{self.advertised.host}:{self.advertised.port}")
+                task_status.started(self.port)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.logs.close)
+                log.info("stopped", node_id=self.node_id)
+
+    async def _retention_loop(self) -> None:
+        """Every log.retention.check.interval.ms: roll idle segments by age, expire producers, delete old segments."""
+        interval_s = self.config.get_int("log.retention.check.interval.ms") / 1000
+        while True:
+            await trio.sleep(interval_s)
+            now = now_ms()
+            for partition_log in list(self.logs.all_logs().values()):
+                partition_log.maybe_roll_for_time(now)
+                partition_log.producer_state.expire_producers(now)
+                deleted = partition_log.enforce_retention(now)
+                if deleted:
+                    log.info(
+                        "retention", topic=partition_log.topic, partition=partition_log.partition, segments=deleted
+                    )
+
+    async def _checkpoint_loop(self) -> None:
+        interval_s = self.config.get_int("log.flush.offset.checkpoint.interval.ms") / 1000
+        while True:
+            await trio.sleep(interval_s)
+            await trio.to_thread.run_sync(self.logs.checkpoint)

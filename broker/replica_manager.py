@@ -1,0 +1,168 @@
+"""Partitions of this node: append with idempotence checks, durable acknowledgement, reads bounded by the
+high watermark or the last stable offset, and wake-ups for long-polling fetches."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import structlog
+import trio
+from oncelog.broker.flusher import LogFlusher
+from oncelog.protocol import ErrorCode
+from oncelog.storage import errors as storage_errors
+from oncelog.storage.log import AppendResult, PartitionLog
+from oncelog.storage.log_manager import LogManager
+
+log = structlog.get_logger(__name__)
+
+#: Kafka's IsolationLevel values.
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+_STORAGE_ERROR_CODES: dict[type[Exception], ErrorCode] = {
+    storage_errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
+    storage_errors.InvalidRecordError: ErrorCode.CORRUPT_MESSAGE,
+    storage_errors.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+    storage_errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
+    storage_errors.OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    storage_errors.InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
+    storage_errors.UnknownProducerIdError: ErrorCode.UNKNOWN_PRODUCER_ID,
+    storage_errors.KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
+}
+
+
+def error_code_for(exc: Exception) -> ErrorCode:
+    """The Kafka error code a storage exception is reported as."""
+    for kind in type(exc).__mro__:
+        code = _STORAGE_ERROR_CODES.get(kind)  # type: ignore[arg-type]
+        if code is not None:
+            return code
+    return ErrorCode.KAFKA_STORAGE_ERROR
+
+
+@dataclass
+class PartitionAppend:
+    """Outcome of appending one partition's records."""
+
+    error: ErrorCode
+    result: AppendResult | None = None
+    message: str | None = None
+
+
+@dataclass
+class PartitionRead:
+    """Outcome of reading one partition for a fetch."""
+
+    error: ErrorCode
+    records: bytes = b""
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+
+class ReplicaManager:
+    """Routes appends and reads to partition logs; the only path by which the broker writes partition data."""
+
+    def __init__(self, logs: LogManager, flusher: LogFlusher) -> None:
+        self.logs = logs
+        self.flusher = flusher
+        self._fetch_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get(topic, partition)
+
+    def append(
+        self, topic: str, partition: int, records: bytes | bytearray | memoryview, now_ms: int
+    ) -> PartitionAppend:
+        """Validate and append a partition's batches; the data is not yet durable (see ``wait_durable``)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            result = partition_log.append(records, now_ms=now_ms)
+        except storage_errors.StorageError as exc:
+            code = error_code_for(exc)
+            log.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
+            return PartitionAppend(code, message=str(exc))
+        except OSError as exc:
+            log.error("append_failed", topic=topic, partition=partition, error=str(exc))
+            return PartitionAppend(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
+        if not result.duplicate:
+            self.flusher.appended(partition_log, result.last_offset - result.first_offset + 1)
+        return PartitionAppend(ErrorCode.NONE, result)
+
+    async def wait_durable(self, topic: str, partition: int, end_offset: int) -> ErrorCode:
+        """Wait until the partition's data below ``end_offset`` is fsynced (immediate in page-cache mode)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            await self.flusher.wait_durable(partition_log, end_offset)
+        except storage_errors.KafkaStorageError:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    @staticmethod
+    def last_stable_offset(partition_log: PartitionLog) -> int:
+        """The first offset of the oldest undecided transaction, capped at the high watermark."""
+        first_unstable = partition_log.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return partition_log.high_watermark
+        return min(first_unstable, partition_log.high_watermark)
+
+    def read(
+        self, topic: str, partition: int, offset: int, max_bytes: int, isolation_level: int, *, min_one_batch: bool
+    ) -> PartitionRead:
+        """Read whole batches from ``offset`` up to the high watermark (or LSO under read_committed).
+
+        With ``min_one_batch`` the first batch is returned whole even when larger than ``max_bytes``.
+        """
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        high_watermark = partition_log.high_watermark
+        last_stable = self.last_stable_offset(partition_log)
+        limit = last_stable if isolation_level == READ_COMMITTED else high_watermark
+        read = PartitionRead(
+            ErrorCode.NONE,
+            high_watermark=high_watermark,
+            last_stable_offset=last_stable,
+            log_start_offset=partition_log.log_start_offset,
+        )
+        if offset > high_watermark or offset < partition_log.log_start_offset:
+            # Beyond the high watermark but within the log is still in range in Kafka only for followers.
+            if offset > partition_log.log_end_offset or offset < partition_log.log_start_offset:
+                read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+            return read
+        if offset >= limit:
+            return read
+        try:
+            read.records = partition_log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        except storage_errors.StorageError as exc:
+            read.error = error_code_for(exc)
+        except OSError as exc:
+            log.error("read_failed", topic=topic, partition=partition, error=str(exc))
+            read.error = ErrorCode.KAFKA_STORAGE_ERROR
+        return read
+
+    # Long polling ----------------------------------------------------------------------------------------------
+
+    def watch(self, partitions: list[tuple[str, int]], event: trio.Event) -> None:
+        """Set ``event`` when any of ``partitions`` makes new data visible."""
+        for tp in partitions:
+            self._fetch_watchers[tp].add(event)
+
+    def unwatch(self, partitions: list[tuple[str, int]], event: trio.Event) -> None:
+        for tp in partitions:
+            watchers = self._fetch_watchers.get(tp)
+            if watchers is not None:
+                watchers.discard(event)
+                if not watchers:
+                    del self._fetch_watchers[tp]
+
+    def high_watermark_advanced(self, partition_log: PartitionLog) -> None:
+        """Called when a partition's visible data grows: wake the fetches waiting on it."""
+        watchers = self._fetch_watchers.pop((partition_log.topic, partition_log.partition), None)
+        for event in watchers or ():
+            event.set()

@@ -1,0 +1,40 @@
+"""What a handler receives and may return."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from oncelog.protocol import RequestHeader
+
+
+@dataclass(frozen=True)
+class Request:
+    """One decoded request and where it came from."""
+
+    header: RequestHeader
+    body: Any
+    client_host: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A response that completes later (e.g. after an fsync) while the connection goes on reading requests.
+
+    Responses are still written in request order: the connection's writer awaits each one in turn.
+    """
+
+    complete: Callable[[], Awaitable[dict]]
+
+
+#: A handler answers with a response body, a Deferred one, or None for no response at all (Produce acks=0).
+Response = dict | Deferred | None
+
+
+class Handler(Protocol):
+    async def __call__(self, broker: Any, request: Request) -> Response: ...

@@ -1,0 +1,118 @@
+"""Creating and deleting topics: Kafka's validation rules, metadata persisted first, then the partition logs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+from oncelog.broker.config import validate_topic_configs
+from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
+from oncelog.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+log = structlog.get_logger(__name__)
+
+#: Kafka's CreateTopics sentinel for "use the broker default" (KIP-464).
+USE_BROKER_DEFAULT = -1
+#: Upper bound on partitions per topic; a guard against requests that would create millions of directories.
+MAX_PARTITIONS_PER_TOPIC = 100_000
+
+
+@dataclass(frozen=True)
+class TopicOutcome:
+    error: ErrorCode
+    message: str | None = None
+    topic: TopicInfo | None = None
+
+
+class TopicManager:
+    """Validates and applies topic creation and deletion for this node."""
+
+    def __init__(self, broker: BrokerNode) -> None:
+        self._broker = broker
+
+    def ensure_logs(self, topic: TopicInfo) -> None:
+        """Open or create every partition log of ``topic``."""
+        logs = self._broker.logs
+        log_config = self._broker.config.log_config(topic.configs)
+        for partition in range(topic.partitions):
+            if logs.get(topic.name, partition) is None:
+                logs.create(topic.name, partition, log_config)
+
+    def validate(
+        self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str | None]
+    ) -> TopicOutcome | None:
+        """The error a CreateTopics request for this topic gets, or None when it may be created."""
+        problem = topic_name_problem(name)
+        if problem is not None:
+            return TopicOutcome(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if name in INTERNAL_TOPICS:
+            return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        metadata = self._broker.metadata
+        if metadata.get(name) is not None:
+            return TopicOutcome(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        colliding = metadata.colliding_topic(name)
+        if colliding is not None:
+            return TopicOutcome(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {colliding}"
+            )
+        if num_partitions != USE_BROKER_DEFAULT and not 1 <= num_partitions <= MAX_PARTITIONS_PER_TOPIC:
+            return TopicOutcome(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor != USE_BROKER_DEFAULT and replication_factor != 1:
+            message = (
+                "Replication factor must be larger than 0."
+                if replication_factor < 1
+                else f"Unable to replicate the partition {replication_factor} time(s): "
+                f"The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) "
+                "are registered."
+            )
+            return TopicOutcome(ErrorCode.INVALID_REPLICATION_FACTOR, message)
+        config_problem = validate_topic_configs(configs)
+        if config_problem is not None:
+            return TopicOutcome(ErrorCode.INVALID_CONFIG, config_problem)
+        return None
+
+    def create(
+        self,
+        name: str,
+        num_partitions: int = USE_BROKER_DEFAULT,
+        replication_factor: int = USE_BROKER_DEFAULT,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicOutcome:
+        """Create a topic (metadata persisted before its logs exist); returns the error code to report."""
+        configs = dict(configs or {})
+        failure = self.validate(name, num_partitions, replication_factor, configs)
+        if failure is not None:
+            return failure
+        if num_partitions == USE_BROKER_DEFAULT:
+            num_partitions = self._broker.config.get_int("num.partitions")
+        if validate_only:
+            return TopicOutcome(ErrorCode.NONE)
+        topic = self._broker.metadata.add(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
+        self.ensure_logs(topic)
+        log.info("topic_created", topic=name, partitions=num_partitions, configs=topic.configs)
+        return TopicOutcome(ErrorCode.NONE, topic=topic)
+
+    def delete(self, name: str) -> TopicOutcome:
+        """Delete a topic and its logs."""
+        if not self._broker.config.get_bool("delete.topic.enable"):
+            return TopicOutcome(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        topic = self._broker.metadata.get(name)
+        if topic is None:
+            return TopicOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if topic.is_internal:
+            return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Deletion of internal topic {name} is prohibited.")
+        self._broker.metadata.remove(name)
+        for partition in range(topic.partitions):
+            partition_log = self._broker.logs.get(name, partition)
+            if partition_log is not None:
+                self._broker.flusher.forget(partition_log)
+        self._broker.logs.delete_topic(name)
+        log.info("topic_deleted", topic=name)
+        return TopicOutcome(ErrorCode.NONE)

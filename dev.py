@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Developer entry point that needs only python3: it builds the environment itself, then runs the command.
+
+    python3 dev.py broker [oncelog broker options]   start a broker (127.0.0.1:9092, data in ./oncelog-data)
+    python3 dev.py test [pytest args]                install test tools (kcat via apt-get when missing), lint, test
+
+The environment is `.venv`, synced from `uv.lock` by uv (itself installed with pip into `.tools/` on first use).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+TOOLS = ROOT / ".tools"
+VENV = ROOT / ".venv"
+MIN_PYTHON = (3, 11)
+
+
+def run(cmd: list[str], **kwargs: object) -> None:
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, **kwargs)  # type: ignore[call-overload]
+
+
+def uv() -> str:
+    """Path to a uv binary: on PATH, or installed into .tools/ with pip."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    tool = TOOLS / "bin" / "uv"
+    if not tool.exists():
+        run([sys.executable, "-m", "venv", str(TOOLS)])
+        run([str(TOOLS / "bin" / "python"), "-m", "pip", "install", "--quiet", "uv"])
+    return str(tool)
+
+
+def sync(extras: list[str]) -> None:
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable)
+    cmd = [uv(), "sync", "--frozen", "--quiet"]
+    for extra in extras:
+        cmd += ["--extra", extra]
+    run(cmd, env=env)
+
+
+def ensure_system_packages() -> None:
+    """kcat is a test-only system tool; install it from Debian's packages when missing."""
+    if shutil.which("kcat"):
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run([*sudo, "apt-get", "update", "-q"], env=env)
+    run([*sudo, "apt-get", "install", "-y", "-q", "kcat"], env=env)
+
+
+def main() -> int:
+    if sys.version_info < MIN_PYTHON:
+        print(f"oncelog needs Python >= {'.'.join(map(str, MIN_PYTHON))}", file=sys.stderr)
+        return 2
+    if len(sys.argv) < 2 or sys.argv[1] not in ("broker", "test"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    command, args = sys.argv[1], sys.argv[2:]
+    if command == "broker":
+        sync([])
+        os.execv(str(VENV / "bin" / "oncelog"), ["oncelog", "broker", *args])
+    ensure_system_packages()
+    sync(["test"])
+    run([str(VENV / "bin" / "ruff"), "check", "."])
+    result = subprocess.run([str(VENV / "bin" / "pytest"), *args], cwd=ROOT)
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""oncelog.storage."""

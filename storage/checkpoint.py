@@ -1,0 +1,82 @@
+"""Atomic file replacement and Kafka's offset checkpoint text format.
+
+Checkpoint files (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``) are::
+
+    0                      <- version
+    2                      <- number of entries
+    my.topic 0 1234        <- "topic partition offset"
+    my.topic 1 99
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from oncelog.storage.errors import StorageError
+
+CHECKPOINT_VERSION = 0
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so that entries created, renamed or removed in it are durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: after a crash the file holds either the old or the new content.
+
+    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the directory.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def encode_offset_checkpoint(offsets: dict[tuple[str, int], int]) -> bytes:
+    """Render ``{(topic, partition): offset}`` in Kafka's checkpoint format (sorted for stable output)."""
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    """Atomically write an offset checkpoint file."""
+    atomic_write(path, encode_offset_checkpoint(offsets))
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Parse an offset checkpoint; a missing file is empty. Raises StorageError when malformed."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return {}
+    lines = text.splitlines()
+    try:
+        if int(lines[0]) != CHECKPOINT_VERSION:
+            raise StorageError(f"{path}: unsupported checkpoint version {lines[0]!r}")
+        count = int(lines[1])
+        entries = lines[2:]
+        if len(entries) != count:
+            raise StorageError(f"{path}: expected {count} entries, found {len(entries)}")
+        result: dict[tuple[str, int], int] = {}
+        for line in entries:
+            topic, partition, offset = line.split(" ")
+            result[(topic, int(partition))] = int(offset)
+    except (IndexError, ValueError) as exc:
+        raise StorageError(f"{path}: malformed checkpoint: {exc}") from exc
+    return result

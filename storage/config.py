@@ -1,0 +1,22 @@
+"""Per-log configuration with Kafka's broker defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Settings of one partition log; every field is the Kafka property named in its comment."""
+
+    segment_bytes: int = 1073741824  # log.segment.bytes
+    segment_ms: int = 604800000  # log.roll.ms (roll when the active segment's first batch is older)
+    index_interval_bytes: int = 4096  # log.index.interval.bytes
+    max_index_size: int = 10485760  # log.index.size.max.bytes (roll when the index is full)
+    retention_ms: int = 604800000  # log.retention.ms (-1 = forever)
+    retention_bytes: int = -1  # log.retention.bytes (-1 = unlimited)
+    max_message_bytes: int = 1048588  # message.max.bytes (largest batch accepted)
+    producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
+    # file.delete.delay.ms: oncelog deletes segment files immediately (reads use the same thread as deletion
+    # and flushes sync duplicated descriptors), so the delay is not needed; kept for config compatibility.
+    file_delete_delay_ms: int = 60000

@@ -1,0 +1,50 @@
+"""Storage exceptions; the broker maps each to one Kafka error code (named in the class docstring)."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of every error raised by ``oncelog.storage``."""
+
+
+class CorruptRecordError(StorageError):
+    """A batch failed its CRC check. Kafka: CORRUPT_MESSAGE (2)."""
+
+
+class InvalidRecordError(StorageError):
+    """Malformed batch: bad magic, bad lengths, truncated tail, no batches. Kafka: INVALID_RECORD (87)."""
+
+
+class RecordTooLargeError(StorageError):
+    """A batch is larger than ``message.max.bytes``. Kafka: MESSAGE_TOO_LARGE (10)."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read below the log start offset or beyond the log end offset. Kafka: OFFSET_OUT_OF_RANGE (1)."""
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent batch does not follow the producer's last sequence.
+
+    Kafka: OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+    """
+
+
+class InvalidProducerEpochError(StorageError):
+    """The batch's producer epoch is older than the one seen last. Kafka: INVALID_PRODUCER_EPOCH (47)."""
+
+
+class UnknownProducerIdError(StorageError):
+    """Kafka: UNKNOWN_PRODUCER_ID (59).
+
+    Not raised by this package: since KIP-360 (Kafka 2.5+, still so in 3.9) a producer id without state is
+    accepted at any sequence. Kept so the broker's error mapping stays complete.
+    """
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer with an open transaction. Kafka: INVALID_TXN_STATE (48)."""
+
+
+class KafkaStorageError(StorageError):
+    """An OSError while writing or syncing (e.g. ENOSPC). Kafka: KAFKA_STORAGE_ERROR (56)."""

@@ -1,0 +1,512 @@
+"""One partition's durable log (Kafka's UnifiedLog/LocalLog): append, read, roll, retention, truncate, flush.
+
+Thread safety: every method runs on one thread (the event loop) except ``flush``, which may run concurrently
+in a worker thread. Segment-list changes (roll, retention, truncation) and the choice of files to sync happen
+under ``_lock``; the list is replaced, never mutated in place, so lock-free readers see a consistent list.
+``flush`` syncs duplicated file descriptors outside the lock, so a segment deleted meanwhile is harmless.
+
+Other guarantees:
+- ``append`` validates every batch before writing any; one ``write`` per call; never fsyncs.
+- Offsets are assigned by rewriting each batch's base offset; the partition leader epoch is set to -1.
+- ``high_watermark`` starts at the log end offset on open (a single-replica broker has nothing to wait for);
+  the broker may lower or advance it with ``update_high_watermark``.
+- ``truncate_to(o)`` cuts at the start of the batch holding ``o``; the log end may end up below ``o``.
+- Retention deletes segment files immediately (file.delete.delay.ms is not applied) and only segments wholly
+  below the high watermark, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from oncelog.protocol.records.batch import (
+    BATCH_HEADER_SIZE,
+    NO_PARTITION_LEADER_EPOCH,
+    BatchHeader,
+    InvalidBatchError,
+    parse_header,
+    set_base_offset,
+    set_partition_leader_epoch,
+    validate_batch,
+)
+from oncelog.storage.checkpoint import fsync_dir
+from oncelog.storage.config import LogConfig
+from oncelog.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from oncelog.storage.producer_state import ProducerStateManager, SnapshotCorruptError
+from oncelog.storage.recovery import load_segments
+from oncelog.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+
+
+@dataclass
+class AppendResult:
+    """Offsets given to an append; for a retried idempotent batch (``duplicate``) the original ones."""
+
+    first_offset: int
+    last_offset: int
+    log_start_offset: int
+    duplicate: bool
+    max_timestamp: int
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int]:
+    """Split ``<topic>-<partition>`` on the last '-'; raises ValueError when it is not such a name."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return topic, int(partition)
+
+
+class PartitionLog:
+    """The segmented log of one topic partition. Create with ``PartitionLog.open``."""
+
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.directory = directory
+        self.config = config
+        self.topic, self.partition = parse_log_dir_name(directory.name)
+        self._lock = threading.Lock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._truncations = 0
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.recovered_segments = 0  # how many segments the last open scanned for recovery
+        self.producer_state = ProducerStateManager(directory, config.producer_id_expiration_ms)
+
+    # ------------------------------------------------------------------------------------------ opening
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+        now_ms: int | None = None,
+    ) -> PartitionLog:
+        """Open (creating when missing) the log in ``directory``, recovering unflushed data after a crash."""
+        directory = Path(directory)
+        created = not directory.exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        if created:
+            fsync_dir(directory.parent)
+        log = cls(directory, config)
+        result = load_segments(
+            directory, config, recovery_point=recovery_point, clean_shutdown=clean_shutdown
+        )
+        log.recovered_segments = result.recovered_segments
+        segments = result.segments
+        if segments and segments[-1].next_offset < log_start_offset:
+            for segment in segments:
+                segment.delete()
+            segments = []
+        if not segments:
+            segments = [log._new_segment(log_start_offset)]
+        log._set_segments(segments)
+        log.log_end_offset = segments[-1].next_offset
+        log.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        log.high_watermark = log.log_end_offset
+        log.recovery_point = log.log_end_offset if clean_shutdown else min(recovery_point, log.log_end_offset)
+        log._rebuild_producer_state(log.log_end_offset if clean_shutdown else log.recovery_point, now_ms)
+        return log
+
+    def _new_segment(self, base_offset: int, *, sync_dir: bool = True) -> LogSegment:
+        segment = LogSegment(self.directory, base_offset, self.config)
+        segment.rebuild_indexes()
+        if sync_dir:
+            fsync_dir(self.directory)
+        return segment
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+
+    def _rebuild_producer_state(self, snapshot_limit: int, now_ms: int | None) -> None:
+        """Load the newest valid snapshot <= ``snapshot_limit`` and replay the batches after it."""
+        state = self.producer_state
+        state.delete_snapshots(above=self.log_end_offset)
+        start = self._segments[0].base_offset
+        state.truncate()
+        for offset in reversed(state.snapshot_offsets()):
+            if offset > snapshot_limit or offset < self._segments[0].base_offset:
+                continue
+            try:
+                state.load_snapshot(offset, now_ms)
+            except (SnapshotCorruptError, OSError):
+                state.snapshot_path(offset).unlink(missing_ok=True)
+                continue
+            start = offset
+            break
+        for segment in self._segments:
+            if segment.next_offset <= start:
+                continue
+            found = segment.find_batch(start) if segment.base_offset < start else (0, None)
+            if found is None:
+                continue
+            for _pos, header in segment.iter_headers(found[0]):
+                if header.base_offset >= start:
+                    state.replay(header)
+        if now_ms is not None:
+            state.expire_producers(now_ms)
+
+    # ------------------------------------------------------------------------------------------ appending
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """Current segments in offset order (a snapshot; do not mutate)."""
+        return self._segments
+
+    def _validate(self, buf: bytearray) -> list[tuple[int, BatchHeader]]:
+        headers = []
+        pos = 0
+        end = len(buf)
+        if end == 0:
+            raise InvalidRecordError("no record batches")
+        while pos < end:
+            if end - pos < BATCH_HEADER_SIZE:
+                raise InvalidRecordError("trailing partial record batch")
+            size = parse_header(buf, pos).size
+            if size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {size} bytes exceeds message.max.bytes {self.config.max_message_bytes}"
+                )
+            try:
+                header = validate_batch(buf, pos)
+            except InvalidBatchError as exc:
+                if exc.corrupt:
+                    raise CorruptRecordError(str(exc)) from exc
+                raise InvalidRecordError(str(exc)) from exc
+            if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
+                raise InvalidRecordError("record count does not match the last offset delta")
+            headers.append((pos, header))
+            pos += header.size
+        return headers
+
+    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> AppendResult:
+        """Append whole v2 batches as the leader: validate all, check producer state, assign offsets, write.
+
+        Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError, producer-state errors (nothing is
+        appended) or KafkaStorageError (write failed; the segment is cut back to its previous size).
+        """
+        buf = bytearray(records)
+        validated = self._validate(buf)
+        next_offset = self.log_end_offset
+        headers = []
+        max_timestamp = -1
+        for pos, header in validated:
+            set_base_offset(buf, pos, next_offset)
+            set_partition_leader_epoch(buf, pos, NO_PARTITION_LEADER_EPOCH)
+            header = header._replace(
+                base_offset=next_offset, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH
+            )
+            headers.append((pos, header))
+            next_offset = header.next_offset
+            max_timestamp = max(max_timestamp, header.max_timestamp)
+        info = self.producer_state.prepare()
+        for _pos, header in headers:
+            if header.producer_id >= 0:
+                duplicate = self.producer_state.find_duplicate(header)
+                if duplicate is not None:
+                    return AppendResult(
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        self.log_start_offset,
+                        True,
+                        duplicate.timestamp,
+                    )
+                info.append(header)
+        segment = self._maybe_roll(len(buf), len(headers), next_offset - 1, now_ms)
+        try:
+            segment.append(buf, headers)
+        except OSError as exc:
+            raise KafkaStorageError(f"append to {segment.log_path} failed: {exc}") from exc
+        first_offset = self.log_end_offset
+        self.log_end_offset = next_offset
+        self.producer_state.commit(info)
+        return AppendResult(first_offset, next_offset - 1, self.log_start_offset, False, max_timestamp)
+
+    def _should_roll(
+        self, segment: LogSegment, size: int, batches: int, last_offset: int, now_ms: int
+    ) -> bool:
+        if segment.is_empty:
+            return False
+        return (
+            segment.size + size > self.config.segment_bytes
+            or self._roll_time_reached(segment, now_ms)
+            or segment.offset_index.entries + batches > segment.offset_index.max_entries
+            or segment.time_index.entries + batches > segment.time_index.max_entries
+            or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET
+        )
+
+    def _roll_time_reached(self, segment: LogSegment, now_ms: int) -> bool:
+        first = segment.first_batch_timestamp
+        return first is not None and now_ms - first > self.config.segment_ms
+
+    def _maybe_roll(self, size: int, batches: int, last_offset: int, now_ms: int) -> LogSegment:
+        segment = self.active_segment
+        if self._should_roll(segment, size, batches, last_offset, now_ms):
+            return self.roll()
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset and snapshot the producer state there."""
+        try:
+            segment = self._new_segment(self.log_end_offset)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot roll {self.directory}: {exc}") from exc
+        with self._lock:
+            self._set_segments([*self._segments, segment])
+        try:
+            self.producer_state.take_snapshot(self.log_end_offset)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot snapshot producer state in {self.directory}: {exc}") from exc
+        return segment
+
+    def maybe_roll_for_time(self, now_ms: int) -> None:
+        """Roll when the active segment's first batch is older than log.roll.ms (for idle partitions)."""
+        if not self.active_segment.is_empty and self._roll_time_reached(self.active_segment, now_ms):
+            self.roll()
+
+    def update_high_watermark(self, offset: int) -> None:
+        """Set the high watermark, clamped to [log_start_offset, log_end_offset]."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    def expire_producers(self, now_ms: int) -> int:
+        """Drop idle producers (producer.id.expiration.ms); returns how many."""
+        return self.producer_state.expire_producers(now_ms)
+
+    # ------------------------------------------------------------------------------------------ reading
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> bytes:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` and before ``max_offset``.
+
+        The first batch is returned whole even when larger than ``max_bytes`` if ``min_one_batch``.
+        Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]; the log end gives b"".
+        """
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, "
+                f"{self.log_end_offset}] of {self.topic}-{self.partition}"
+            )
+        segments = self._segments
+        chunks: list[bytes] = []
+        remaining = max_bytes
+        first = True
+        for segment in segments[self._segment_index(offset) :]:
+            if first:
+                found = segment.find_batch(offset)
+                if found is None:
+                    continue
+                pos, header = found
+            else:
+                pos, header = 0, segment.read_header(0)
+                if header is None:
+                    continue
+            if max_offset is not None and header.base_offset >= max_offset:
+                break
+            if header.size > remaining:
+                if first and min_one_batch:
+                    chunks.append(segment.pread(header.size, pos))
+                break
+            available = segment.size - pos
+            data = segment.pread(min(remaining, available), pos)
+            cut, stopped = _whole_batches(data, max_offset)
+            chunks.append(data if cut == len(data) else data[:cut])
+            remaining -= cut
+            first = False
+            if stopped or cut < available:
+                break
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, max timestamp) of the first batch whose max timestamp is >= ``timestamp_ms``, or None.
+
+        The offset is the batch's base offset, raised to the log start offset when the batch straddles it.
+        """
+        for segment in self._segments:
+            if segment.next_offset <= self.log_start_offset or segment.max_timestamp < timestamp_ms:
+                continue
+            header = segment.find_timestamp(timestamp_ms)
+            if header is not None and header.next_offset > self.log_start_offset:
+                return max(header.base_offset, self.log_start_offset), header.max_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch with the largest max timestamp (ListOffsets -3; KIP-734).
+
+        The offset is that batch's base offset (raised to the log start offset); None for an empty log.
+        """
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.is_empty or segment.next_offset <= self.log_start_offset:
+                continue
+            if best is None or segment.max_timestamp > best.max_timestamp:
+                best = segment
+        if best is None:
+            return None
+        found = best.find_batch(best.offset_of_max_timestamp)
+        if found is None:
+            return None
+        return max(found[1].base_offset, self.log_start_offset), best.max_timestamp
+
+    # ------------------------------------------------------------------------------------------ retention
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete old segments by log.retention.ms then log.retention.bytes; returns how many were deleted.
+
+        Never deletes the active segment nor a segment holding offsets at or above the high watermark.
+        """
+        deletable: list[LogSegment] = []
+        segments = self._segments
+        candidates = segments[:-1]
+        upper_bounds = [s.base_offset for s in segments[1:]]
+        i = 0
+        if self.config.retention_ms >= 0:
+            while (
+                i < len(candidates)
+                and upper_bounds[i] <= self.high_watermark
+                and now_ms - _largest_timestamp(candidates[i]) > self.config.retention_ms
+            ):
+                i += 1
+        if self.config.retention_bytes >= 0:
+            excess = sum(s.size for s in segments[i:]) - self.config.retention_bytes
+            while (
+                i < len(candidates)
+                and upper_bounds[i] <= self.high_watermark
+                and excess - candidates[i].size >= 0
+            ):
+                excess -= candidates[i].size
+                i += 1
+        deletable = candidates[:i]
+        if not deletable:
+            return 0
+        with self._lock:
+            self._set_segments(segments[i:])
+        for segment in deletable:
+            segment.delete()
+        with self._lock:
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
+        return len(deletable)
+
+    # ------------------------------------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding offsets >= ``offset`` (cutting at the start of the batch holding it)."""
+        if offset >= self.log_end_offset:
+            return
+        with self._lock:  # a concurrent flush must not see the log half-truncated
+            self._truncations += 1
+            segments = self._segments
+            keep = [s for s in segments if s.base_offset < offset]
+            if offset < self.log_start_offset:
+                keep = []
+            for segment in segments[len(keep) :]:
+                segment.delete()
+            if keep:
+                found = keep[-1].find_batch(offset)
+                if found is not None:
+                    keep[-1].truncate_to_position(found[0])
+            else:
+                keep = [self._new_segment(max(offset, 0), sync_dir=False)]
+                self.log_start_offset = keep[0].base_offset
+            self._set_segments(keep)
+            self.log_end_offset = self.active_segment.next_offset
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        fsync_dir(self.directory)
+        self._rebuild_producer_state(self.log_end_offset, None)
+
+    # ------------------------------------------------------------------------------------------ durability
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment and index holding data below ``up_to`` (default: the log end), then advance
+        ``recovery_point``. Safe to call from a worker thread while the owning thread appends and reads.
+        """
+        with self._lock:
+            end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+            if end <= self.recovery_point:
+                return
+            generation = self._truncations
+            fds: list[int] = []
+            try:
+                for segment in self._segments:
+                    if segment.base_offset < end and segment.next_offset > self.recovery_point:
+                        for fd in (segment.fd, segment.offset_index.fd, segment.time_index.fd):
+                            fds.append(os.dup(fd))
+            except OSError as exc:
+                for fd in fds:
+                    os.close(fd)
+                raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        except OSError as exc:
+            raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if generation == self._truncations:
+                self.recovery_point = max(self.recovery_point, min(end, self.log_end_offset))
+
+    def close(self) -> None:
+        """Flush, snapshot the producer state at the log end, close every file."""
+        self.flush()
+        self.producer_state.take_snapshot(self.log_end_offset)
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Close the files and remove the partition directory."""
+        for segment in self._segments:
+            segment.close()
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(self.directory)
+        with contextlib.suppress(OSError):
+            fsync_dir(self.directory.parent)
+
+
+def _whole_batches(data: bytes, max_offset: int | None) -> tuple[int, bool]:
+    """Length of the whole batches at the start of ``data`` (stopping before base offset >= ``max_offset``),
+    and whether ``max_offset`` stopped it."""
+    pos = 0
+    end = len(data)
+    while end - pos >= BATCH_HEADER_SIZE:
+        header = parse_header(data, pos)
+        if max_offset is not None and header.base_offset >= max_offset:
+            return pos, True
+        if pos + header.size > end:
+            break
+        pos += header.size
+    return pos, False
+
+
+def _largest_timestamp(segment: LogSegment) -> int:
+    """The segment's largest batch timestamp, or its file's modification time when no batch carries one."""
+    if segment.max_timestamp >= 0:
+        return segment.max_timestamp
+    try:
+        return int(os.stat(segment.log_path).st_mtime * 1000)
+    except OSError as exc:
+        raise StorageError(str(exc)) from exc

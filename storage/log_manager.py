@@ -1,0 +1,117 @@
+"""All partition logs of one data directory (Kafka's LogManager).
+
+Data-dir files: ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (Kafka's text
+format, see ``checkpoint``), and the clean-shutdown marker ``.kafka_cleanshutdown``, which ``close`` writes
+and ``load`` removes once every log is open (so a crash after ``load`` means the next start recovers).
+Partition directories are ``<topic>-<partition>``; other entries are ignored, except
+``*-delete`` directories (a topic deletion interrupted by a crash), which are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+
+from oncelog.storage.checkpoint import (
+    atomic_write,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from oncelog.storage.config import LogConfig
+from oncelog.storage.log import PartitionLog, parse_log_dir_name
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"  # LogManager.RecoveryPointCheckpointFile
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"  # LogManager.LogStartOffsetCheckpointFile
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"  # LogLoader.CleanShutdownFile
+DELETE_DIR_SUFFIX = "-delete"
+
+
+class LogManager:
+    """Opens, creates, deletes and checkpoints the partition logs under ``data_dir``."""
+
+    def __init__(self, data_dir: Path, default_config: LogConfig) -> None:
+        self.data_dir = Path(data_dir)
+        self.default_config = default_config
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self.loaded_clean = False
+
+    def load(self, now_ms: int) -> None:
+        """Open every partition directory (recovering unless the clean-shutdown marker is present)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        self.loaded_clean = clean
+        recovery_points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        for path in sorted(self.data_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                key = parse_log_dir_name(path.name)
+            except ValueError:
+                continue
+            self._logs[key] = PartitionLog.open(
+                path,
+                self.default_config,
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=start_offsets.get(key, 0),
+                clean_shutdown=clean,
+                now_ms=now_ms,
+            )
+        if clean:
+            marker.unlink()
+            fsync_dir(self.data_dir)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """Return the partition's log, creating its directory when it does not exist yet."""
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            log = PartitionLog.open(self.data_dir / f"{topic}-{partition}", config or self.default_config)
+            self._logs[key] = log
+        return log
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete every partition log of ``topic`` and rewrite the checkpoints."""
+        for key in [k for k in self._logs if k[0] == topic]:
+            log = self._logs.pop(key)
+            for segment in log.segments:
+                segment.close()
+            # Rename first so a crash mid-delete leaves a "-delete" directory that load() removes.
+            doomed = log.directory.with_name(log.directory.name + "." + "x" + DELETE_DIR_SUFFIX)
+            with contextlib.suppress(FileNotFoundError):
+                log.directory.rename(doomed)
+                fsync_dir(self.data_dir)
+                shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint()
+
+    def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
+        return dict(self._logs)
+
+    def checkpoint(self) -> None:
+        """Atomically write the recovery-point and log-start-offset checkpoints of every log."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        write_offset_checkpoint(
+            self.data_dir / RECOVERY_POINT_CHECKPOINT,
+            {k: log.recovery_point for k, log in self._logs.items()},
+        )
+        write_offset_checkpoint(
+            self.data_dir / LOG_START_OFFSET_CHECKPOINT,
+            {k: log.log_start_offset for k, log in self._logs.items()},
+        )
+
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        for log in self._logs.values():
+            log.close()
+        self.checkpoint()
+        atomic_write(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")

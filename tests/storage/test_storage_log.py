@@ -1,0 +1,355 @@
+"""PartitionLog: append/read, indexes, rolling, retention, truncation, timestamps, validation."""
+
+from __future__ import annotations
+
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+from batches import make_batch
+from oncelog.protocol.records.batch import iter_headers, parse_header
+from oncelog.storage.config import LogConfig
+from oncelog.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from oncelog.storage.log import PartitionLog, parse_log_dir_name
+
+SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=300)
+
+
+def open_log(tmp_path: Path, config: LogConfig = SMALL, name: str = "t-0", **kw) -> PartitionLog:
+    return PartitionLog.open(tmp_path / name, config, **kw)
+
+
+def offsets_of(data: bytes) -> list[tuple[int, int]]:
+    return [(h.base_offset, h.last_offset) for _, h in iter_headers(data, check_crc=True)]
+
+
+def fill(log: PartitionLog, n: int, count: int = 3, ts: int = 1000) -> list[int]:
+    firsts = []
+    for i in range(n):
+        firsts.append(log.append(make_batch(count, timestamp=ts + i), now_ms=ts + i).first_offset)
+    return firsts
+
+
+def test_dir_name_split_on_last_dash() -> None:
+    assert parse_log_dir_name("my-topic.v1_x-12") == ("my-topic.v1_x", 12)
+    with pytest.raises(ValueError):
+        parse_log_dir_name("nodash")
+
+
+def test_append_assigns_offsets_and_rewrites_header(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    batch = make_batch(3, base_offset=77)
+    r1 = log.append(batch, now_ms=0)
+    r2 = log.append(make_batch(2) + make_batch(4), now_ms=0)
+    assert (r1.first_offset, r1.last_offset, r1.duplicate) == (0, 2, False)
+    assert (r2.first_offset, r2.last_offset) == (3, 8)
+    assert log.log_end_offset == 9
+    data = log.read(0, 1 << 20)
+    assert offsets_of(data) == [(0, 2), (3, 4), (5, 8)]
+    first = parse_header(data)
+    assert first.partition_leader_epoch == -1
+    # Everything but base offset and leader epoch is the producer's bytes.
+    assert data[17 : first.size] == batch[17:]
+    assert log.read(9, 100) == b""
+
+
+def test_read_across_segments_and_offsets_inside_batches(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 60)
+    assert len(log.segments) >= 3
+    end = log.log_end_offset
+    assert end == 180
+    for offset in range(0, end):
+        data = log.read(offset, 1)  # min_one_batch: exactly the batch holding offset
+        [(base, last)] = offsets_of(data)
+        assert base <= offset <= last
+    everything = log.read(0, 10**9)
+    assert offsets_of(everything) == [(3 * i, 3 * i + 2) for i in range(60)]
+    # max_bytes trims to whole batches, max_offset stops before batches at or beyond it.
+    size = parse_header(everything).size
+    assert len(log.read(0, size * 4 + 5)) == size * 4
+    assert offsets_of(log.read(10, 10**9, max_offset=20)) == [(9, 11), (12, 14), (15, 17), (18, 20)]
+    assert log.read(9, 10**9, max_offset=9) == b""
+    assert log.read(0, 5, min_one_batch=False) == b""
+
+
+def test_out_of_range_reads(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 2)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(7, 100)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 100)
+
+
+def test_index_entries_every_interval(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(index_interval_bytes=300))
+    fill(log, 40)
+    seg = log.active_segment
+    size = parse_header(log.read(0, 1)).size
+    entries = [seg.offset_index.entry_at(i) for i in range(seg.offset_index.entries)]
+    assert entries, "sparse index must have entries"
+    # An entry is added once more than interval bytes were appended since the previous one.
+    per_entry = 300 // size + 1
+    assert entries[0] == (per_entry * 3 + 2, per_entry * size)
+    for rel, pos in entries:
+        assert parse_header(seg.pread(61, pos)).last_offset == rel
+    assert seg.offset_index.path.stat().st_size == 8 * len(entries)
+    # lookup is a floor
+    assert seg.offset_index.lookup(entries[1][0]) == entries[1][1]
+    assert seg.offset_index.lookup(entries[1][0] - 1) == entries[0][1]
+    assert seg.offset_index.lookup(0) == 0
+
+
+def test_roll_by_size(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 30)
+    for seg in log.segments:
+        assert seg.size <= 2000
+    names = sorted(p.name for p in (tmp_path / "t-0").glob("*.log"))
+    assert names == [f"{s.base_offset:020d}.log" for s in log.segments]
+    # a producer snapshot is written at each roll
+    snaps = sorted(p.name for p in (tmp_path / "t-0").glob("*.snapshot"))
+    assert snaps == [f"{s.base_offset:020d}.snapshot" for s in log.segments[1:]]
+
+
+def test_roll_by_time(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_ms=1000))
+    log.append(make_batch(1, timestamp=5000), now_ms=5000)
+    log.append(make_batch(1, timestamp=5500), now_ms=5500)
+    assert len(log.segments) == 1
+    log.append(make_batch(1, timestamp=6001), now_ms=6001)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    log.maybe_roll_for_time(6500)
+    assert len(log.segments) == 2
+    log.maybe_roll_for_time(7002)
+    assert [s.base_offset for s in log.segments] == [0, 2, 3]
+    log.maybe_roll_for_time(100000)  # empty active segment: nothing to roll
+    assert len(log.segments) == 3
+
+
+def test_roll_when_index_full(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(index_interval_bytes=1, max_index_size=24))  # 3 offset entries
+    fill(log, 12, count=1)
+    for seg in log.segments:
+        assert seg.offset_index.entries <= 3
+    assert len(log.segments) >= 3
+    assert offsets_of(log.read(0, 10**9)) == [(i, i) for i in range(12)]
+
+
+def test_multi_batch_append_is_all_or_nothing(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 1)
+    bad = bytearray(make_batch(2))
+    bad[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        log.append(make_batch(1) + bytes(bad) + make_batch(1), now_ms=0)
+    with pytest.raises(InvalidRecordError):
+        log.append(make_batch(1) + make_batch(1)[:-3], now_ms=0)  # trailing partial batch
+    wrong_magic = bytearray(make_batch(1))
+    wrong_magic[16] = 1
+    with pytest.raises(InvalidRecordError):
+        log.append(make_batch(1) + bytes(wrong_magic), now_ms=0)
+    with pytest.raises(InvalidRecordError):
+        log.append(b"", now_ms=0)
+    with pytest.raises(RecordTooLargeError):
+        open_log(tmp_path, LogConfig(max_message_bytes=100), name="u-0").append(
+            make_batch(1, value_size=200), now_ms=0
+        )
+    assert log.log_end_offset == 3
+    assert log.active_segment.size == len(make_batch(3))
+    assert offsets_of(log.read(0, 10**9)) == [(0, 2)]
+
+
+def test_offset_for_timestamp(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for i in range(50):
+        log.append(make_batch(2, timestamp=1000 + 10 * i), now_ms=0)
+    assert len(log.segments) > 2
+    assert log.offset_for_timestamp(0) == (0, 1000)
+    assert log.offset_for_timestamp(1000) == (0, 1000)
+    assert log.offset_for_timestamp(1001) == (2, 1010)
+    assert log.offset_for_timestamp(1250) == (50, 1250)
+    assert log.offset_for_timestamp(1251) == (52, 1260)
+    assert log.offset_for_timestamp(1490) == (98, 1490)
+    assert log.offset_for_timestamp(1491) is None
+    # out-of-order timestamps: first batch whose max timestamp is >= target
+    log2 = open_log(tmp_path, name="v-0")
+    for ts in (100, 500, 200, 600, 300):
+        log2.append(make_batch(1, timestamp=ts), now_ms=0)
+    assert log2.offset_for_timestamp(250) == (1, 500)
+    assert log2.offset_for_timestamp(550) == (3, 600)
+    assert log2.max_timestamp_offset() == (3, 600)
+    assert log.max_timestamp_offset() == (98, 1490)
+    assert open_log(tmp_path, name="empty-0").max_timestamp_offset() is None
+
+
+def test_retention_by_time(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=2000, index_interval_bytes=300, retention_ms=1000))
+    for i in range(40):
+        log.append(make_batch(3, timestamp=1000 * i), now_ms=1000 * i)
+    n = len(log.segments)
+    log.update_high_watermark(log.log_end_offset)
+    second_base = log.segments[1].base_offset
+    limit = log.segments[0].max_timestamp + 1000
+    assert log.enforce_retention(limit) == 0  # not older than retention.ms yet
+    assert log.enforce_retention(limit + 1) == 1
+    assert log.log_start_offset == second_base
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(second_base - 1, 100)
+    assert offsets_of(log.read(second_base, 1))[0][0] == second_base
+    assert not (tmp_path / "t-0" / f"{0:020d}.log").exists()
+    assert log.enforce_retention(10**12) == n - 2  # everything but the active segment
+    assert len(log.segments) == 1
+
+
+def test_retention_respects_high_watermark(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=2000, retention_ms=0))
+    fill(log, 30)
+    log.update_high_watermark(log.segments[1].base_offset)
+    assert log.enforce_retention(10**12) == 1
+    assert log.log_start_offset == log.segments[0].base_offset
+
+
+def test_retention_by_size(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=2000, retention_ms=-1, retention_bytes=3000))
+    fill(log, 80)
+    log.update_high_watermark(log.log_end_offset)
+    deleted = log.enforce_retention(0)
+    assert deleted > 0
+    total = sum(s.size for s in log.segments)
+    assert total >= 3000
+    assert total - log.segments[0].size < 3000  # deleting one more would go below retention.bytes
+    assert log.log_start_offset == log.segments[0].base_offset
+    assert log.enforce_retention(0) == 0
+
+
+def test_truncate_to(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 40)
+    seg_bases = [s.base_offset for s in log.segments]
+    target = seg_bases[2] + 7  # mid-segment, mid-batch (batches hold 3 offsets)
+    log.truncate_to(target)
+    assert log.log_end_offset == target - 1  # cut at the start of the batch holding the offset
+    assert [s.base_offset for s in log.segments] == seg_bases[:3]
+    assert offsets_of(log.read(0, 10**9))[-1][1] == target - 2
+    reference = open_log(tmp_path, name="ref-0")
+    fill(reference, (target - 1) // 3)
+    seg, ref = log.active_segment, reference.segments[-1]
+    assert seg.size == ref.size
+    r = log.append(make_batch(1), now_ms=0)
+    assert r.first_offset == target - 1
+    log.truncate_to(seg_bases[1])  # exactly on a segment boundary
+    assert log.log_end_offset == seg_bases[1]
+    assert len(log.segments) == 1
+    log.truncate_to(0)
+    assert log.log_end_offset == 0 and log.read(0, 100) == b""
+    assert log.append(make_batch(2), now_ms=0).first_offset == 0
+
+
+def test_truncate_rebuilt_index_matches_fresh_appends(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(index_interval_bytes=200))
+    fill(log, 30)
+    log.truncate_to(45)
+    ref = open_log(tmp_path, LogConfig(index_interval_bytes=200), name="ref-0")
+    fill(ref, 15)
+    a, b = log.active_segment, ref.active_segment
+    assert a.offset_index.path.read_bytes() == b.offset_index.path.read_bytes()
+    assert a.time_index.path.read_bytes() == b.time_index.path.read_bytes()
+
+
+def test_flush_advances_recovery_point(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 20)
+    assert log.recovery_point == 0
+    log.flush(10)
+    assert log.recovery_point == 10
+    log.flush()
+    assert log.recovery_point == log.log_end_offset
+    log.truncate_to(5)
+    assert log.recovery_point <= 5
+
+
+def test_concurrent_flush_and_appends(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=4000, index_interval_bytes=300, retention_ms=0))
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    points: list[int] = []
+
+    def flusher() -> None:
+        try:
+            while not stop.is_set():
+                log.flush()
+                points.append(log.recovery_point)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:
+        for i in range(400):
+            log.append(make_batch(2, timestamp=i), now_ms=i)
+            if i % 50 == 49:
+                log.update_high_watermark(log.log_end_offset)
+                log.enforce_retention(10**9)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    assert points == sorted(points) and points[-1] > 0
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 800
+
+
+def test_batch_header_rewrite_keeps_crc_valid(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 5)
+    data = log.read(0, 10**9)
+    assert len(list(iter_headers(data, check_crc=True))) == 5
+    assert struct.unpack_from(">q", data, 0)[0] == 0
+
+
+def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    from oncelog.storage import index_file, segment
+    from oncelog.storage.errors import KafkaStorageError
+
+    config = LogConfig(index_interval_bytes=150)
+    log = open_log(tmp_path, config)
+    fill(log, 10)
+    seg = log.active_segment
+
+    def state() -> tuple:
+        idx = seg.offset_index.path.read_bytes(), seg.time_index.path.read_bytes()
+        return seg.size, log.log_end_offset, idx
+
+    before = state()
+
+    def partial_then_enospc(fd: int, data: bytes) -> None:
+        os.write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segment, "write_all", partial_then_enospc)
+    with pytest.raises(KafkaStorageError):
+        log.append(make_batch(3, timestamp=2000) + make_batch(3, timestamp=2001), now_ms=0)
+    monkeypatch.undo()
+    monkeypatch.setattr(index_file, "write_all", partial_then_enospc)
+    with pytest.raises(KafkaStorageError):
+        log.append(make_batch(3, timestamp=2000) + make_batch(3, timestamp=2001) + make_batch(3), now_ms=0)
+    monkeypatch.undo()
+    assert state() == before
+    assert os.path.getsize(seg.log_path) == seg.size
+    fill(log, 10)
+    ref = open_log(tmp_path, config, name="ref-0")
+    fill(ref, 10)
+    fill(ref, 10)
+    assert log.read(0, 10**9) == ref.read(0, 10**9)
+    assert seg.offset_index.path.read_bytes() == ref.active_segment.offset_index.path.read_bytes()

@@ -1,0 +1,173 @@
+"""The oncelog broker as a real subprocess, for tests and the benchmark.
+
+Contract (see the project brief): ``oncelog broker --data-dir DIR --listen 127.0.0.1:PORT [--set k=v ...]``,
+logs to stderr, ready when the port accepts connections, graceful stop on SIGTERM.
+
+Guaranteed: ``start()`` returns only once the port accepts connections, or raises ``BrokerStartError``
+carrying the broker's stderr; ``stop()``/``kill()`` leave no process behind; ``restart()`` reuses the same
+data dir and port. Stderr goes to ``<data_dir>/../broker-<port>.stderr.log`` (appended across restarts).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from .ports import can_connect, free_port
+
+HOST = "127.0.0.1"
+START_DEADLINE_S = 20.0
+STOP_DEADLINE_S = 15.0
+
+
+class BrokerStartError(RuntimeError):
+    """The broker exited or never accepted connections; the message holds its stderr tail."""
+
+
+def default_command() -> list[str]:
+    """``<venv>/bin/oncelog broker`` when the console script exists, else ``python -m oncelog.broker``."""
+    script = Path(sys.executable).with_name("oncelog")
+    if script.exists():
+        return [str(script), "broker"]
+    return [sys.executable, "-m", "oncelog.broker", "broker"]
+
+
+class BrokerProcess:
+    """One broker subprocess bound to ``127.0.0.1:port`` with a persistent data dir."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        port: int | None = None,
+        settings: Mapping[str, str | int] | None = None,
+        command: Sequence[str] | None = None,
+        start_deadline_s: float = START_DEADLINE_S,
+    ) -> None:
+        self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
+        if data_dir is None:
+            self._own_tmp = tempfile.TemporaryDirectory(prefix="oncelog-broker-")
+            data_dir = Path(self._own_tmp.name) / "data"
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = port if port is not None else free_port()
+        self.settings = dict(settings or {})
+        self.command = list(command) if command is not None else default_command()
+        self.start_deadline_s = start_deadline_s
+        self.stderr_path = self.data_dir.parent / f"broker-{self.port}.stderr.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError("broker not running")
+        return self.proc.pid
+
+    def argv(self) -> list[str]:
+        argv = [*self.command, "--data-dir", str(self.data_dir), "--listen", self.bootstrap]
+        for key, value in self.settings.items():
+            argv += ["--set", f"{key}={value}"]
+        return argv
+
+    def stderr_tail(self, limit: int = 8000) -> str:
+        try:
+            return self.stderr_path.read_bytes()[-limit:].decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def start(self) -> BrokerProcess:
+        """Spawn the broker and wait until it accepts connections (or raise with its stderr)."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError("broker already running")
+        with open(self.stderr_path, "ab") as err:
+            err.write(f"\n==== start {' '.join(self.argv())}\n".encode())
+            err.flush()
+            self.proc = subprocess.Popen(
+                self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True
+            )
+        end = time.monotonic() + self.start_deadline_s
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self.proc = None
+                raise BrokerStartError(f"broker exited with {code} before listening:\n{self.stderr_tail()}")
+            if can_connect(HOST, self.port):
+                return self
+            if time.monotonic() > end:
+                self.kill()
+                raise BrokerStartError(
+                    f"broker not accepting on {self.bootstrap} after {self.start_deadline_s}s:\n"
+                    f"{self.stderr_tail()}"
+                )
+            time.sleep(0.05)
+
+    def _signal_and_wait(self, sig: int, deadline_s: float) -> int | None:
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(deadline_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+                self.proc = None
+                raise RuntimeError(
+                    f"broker ignored signal {sig} for {deadline_s}s; killed:\n{self.stderr_tail()}"
+                ) from None
+        self.proc = None
+        return proc.returncode
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait; SIGKILL (and raise) if it does not stop in time. Returns the exit code."""
+        return self._signal_and_wait(signal.SIGTERM, STOP_DEADLINE_S)
+
+    def kill(self) -> int | None:
+        """SIGKILL, no chance to flush; wait for the process to be gone."""
+        return self._signal_and_wait(signal.SIGKILL, STOP_DEADLINE_S)
+
+    def restart(self, *, hard: bool = False) -> BrokerProcess:
+        """Stop (SIGKILL when ``hard``) and start again on the same data dir and port."""
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the broker process so far, from /proc/<pid>/stat."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # After the ")" that ends comm: fields[0] is state (field 3); utime/stime are fields 14/15.
+        ticks = int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        """Stop if running (killing if SIGTERM fails) and delete a data dir this object created."""
+        try:
+            self.stop()
+        except RuntimeError:
+            pass
+        finally:
+            if self._own_tmp is not None:
+                self._own_tmp.cleanup()
+                self._own_tmp = None
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
