@@ -57,6 +57,7 @@ class LogFlusher:
         self._on_high_watermark = on_high_watermark
         self._states: dict[PartitionLog, _LogState] = {}
         self._dirty: set[PartitionLog] = set()
+        self._in_flight: dict[PartitionLog, int] = {}  # log -> end offset of the fsync under way
         self._wakeup = trio.Event()
         self.fsyncs = 0
 
@@ -92,7 +93,9 @@ class LogFlusher:
             return
         waiter = _Waiter(end_offset)
         self._state(partition_log).waiters.append(waiter)
-        self._mark_dirty(partition_log)
+        if self._in_flight.get(partition_log, -1) < end_offset:
+            # Not covered by the fsync under way (if any): make sure a round will cover it.
+            self._mark_dirty(partition_log)
         await waiter.done.wait()
         if waiter.error is not None:
             raise KafkaStorageError(str(waiter.error)) from waiter.error
@@ -127,7 +130,11 @@ class LogFlusher:
         self._dirty = set()
         for partition_log, _ in batch:
             self._state(partition_log).unflushed_messages = 0
-        outcomes = await trio.to_thread.run_sync(_flush_all, batch)
+        self._in_flight = dict(batch)
+        try:
+            outcomes = await trio.to_thread.run_sync(_flush_all, batch)
+        finally:
+            self._in_flight = {}
         self.fsyncs += 1
         now_ms = trio.current_time() * 1000
         for (partition_log, end_offset), error in zip(batch, outcomes, strict=True):
