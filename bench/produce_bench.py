@@ -2,7 +2,8 @@
 
 1M x 100 B records (``--records``), acks=all, enable.idempotence=true, linger.ms=5, one partition.
 Each peer first gets an untimed warm-up of 10% of the records (at most 100k): the broker's first requests
-compile codecs and fill caches. Prints records/s against each peer, their ratio, and oncelog's CPU seconds per 1M records
+compile codecs and fill caches. Prints records/s against each peer, their ratio, and oncelog's CPU seconds
+per 1M records
 (utime+stime of the broker process from /proc/<pid>/stat). The oncelog broker is started as a subprocess
 on a free 127.0.0.1 port with a temporary data dir and stopped at the end; the mock cluster runs in-process.
 
