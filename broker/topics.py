@@ -18,8 +18,9 @@ log = structlog.get_logger(__name__)
 
 #: Kafka's CreateTopics sentinel for "use the broker default" (KIP-464).
 USE_BROKER_DEFAULT = -1
-#: Upper bound on partitions per topic; a guard against requests that would create millions of directories.
-MAX_PARTITIONS_PER_TOPIC = 100_000
+#: Upper bound on partitions per topic: creating a topic makes its directories on the event loop, so a request
+#: for millions of partitions must not be honoured (Kafka has no such limit; it has no such loop either).
+MAX_PARTITIONS_PER_TOPIC = 10_000
 
 
 @dataclass(frozen=True)
