@@ -86,6 +86,15 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec("min.insync.replicas", int, 1, "Replicas that must acknowledge acks=all.", "min.insync.replicas"),
         PropertySpec("transaction.max.timeout.ms", int, 900000, "Largest transaction timeout a producer may ask for."),
         PropertySpec("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state."),
+        PropertySpec(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            int,
+            10000,
+            "How often ongoing transactions past their timeout are aborted.",
+        ),
+        PropertySpec(
+            "transactional.id.expiration.ms", int, 604800000, "Idle transactional ids are forgotten after this."
+        ),
         PropertySpec("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets."),
     )
 }

@@ -34,7 +34,7 @@ def topic_name_problem(name: str) -> str | None:
         return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
     if not _LEGAL_TOPIC_CHARS.fullmatch(name):
         return (
-            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"
         )
     return None

@@ -16,14 +16,19 @@ import trio
 from oncelog.broker.clock import now_ms
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.flusher import LogFlusher
-from oncelog.broker.metadata import MetadataStore
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, MetadataStore
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
 from oncelog.broker.server import serve
 from oncelog.broker.topics import TopicManager
+from oncelog.broker.txn.coordinator import TransactionCoordinator
+from oncelog.broker.txn.markers import LocalMarkerWriter
 from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
+
+#: Kafka's offsets.topic.segment.bytes default.
+OFFSETS_TOPIC_SEGMENT_BYTES = 104857600
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class BrokerNode:
         self.replicas = ReplicaManager(self.logs, self.flusher)
         self.producer_ids = ProducerIdAllocator(self.data_dir / "producer-id-block")
         self.topics = TopicManager(self)
+        self.transactions = TransactionCoordinator(self, LocalMarkerWriter(self.replicas))
         self.port: int | None = None
 
     @property
@@ -71,6 +77,14 @@ class BrokerNode:
             return self._advertise
         host = self.listen.host if self.listen.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         return Endpoint(host, self.port if self.port is not None else self.listen.port)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use (group lookups, AddOffsetsToTxn), as Kafka does."""
+        self.topics.ensure_internal(
+            CONSUMER_OFFSETS_TOPIC,
+            self.config.get_int("offsets.topic.num.partitions"),
+            {"segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
+        )
 
     def _high_watermark_advanced(self, partition_log) -> None:
         self.replicas.high_watermark_advanced(partition_log)
@@ -82,6 +96,7 @@ class BrokerNode:
         self.logs.load(now_ms())
         for topic in self.metadata.topics.values():
             self.topics.ensure_logs(topic)
+        self.transactions.load()
         log.info(
             "loaded",
             data_dir=str(self.data_dir),
@@ -97,6 +112,8 @@ class BrokerNode:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
+                await self.transactions.complete_pending()
+                await nursery.start(self.transactions.run_expiration)
                 nursery.start_soon(self._retention_loop)
                 nursery.start_soon(self._checkpoint_loop)
                 self.port = await nursery.start(serve, self, self.listen.host, self.listen.port)

@@ -4,13 +4,14 @@ high watermark or the last stable offset, and wake-ups for long-polling fetches.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 import trio
 from oncelog.broker.flusher import LogFlusher
 from oncelog.protocol import ErrorCode
 from oncelog.storage import errors as storage_errors
+from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.log import AppendResult, PartitionLog
 from oncelog.storage.log_manager import LogManager
 
@@ -28,6 +29,8 @@ _STORAGE_ERROR_CODES: dict[type[Exception], ErrorCode] = {
     storage_errors.OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     storage_errors.InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
     storage_errors.UnknownProducerIdError: ErrorCode.UNKNOWN_PRODUCER_ID,
+    storage_errors.InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
+    storage_errors.TransactionCoordinatorFencedError: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
     storage_errors.KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
 }
 
@@ -59,6 +62,8 @@ class PartitionRead:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    #: (producer id, first offset) of aborted transactions overlapping the records (read_committed only).
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
 
 
 class ReplicaManager:
@@ -73,14 +78,23 @@ class ReplicaManager:
         return self.logs.get(topic, partition)
 
     def append(
-        self, topic: str, partition: int, records: bytes | bytearray | memoryview, now_ms: int
+        self,
+        topic: str,
+        partition: int,
+        records: bytes | bytearray | memoryview,
+        now_ms: int,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> PartitionAppend:
-        """Validate and append a partition's batches; the data is not yet durable (see ``wait_durable``)."""
+        """Validate and append a partition's batches; the data is not yet durable (see ``wait_durable``).
+
+        Only the coordinator (``AppendOrigin.COORDINATOR``) may append control batches (transaction markers).
+        """
         partition_log = self.logs.get(topic, partition)
         if partition_log is None:
             return PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            result = partition_log.append(records, now_ms=now_ms)
+            result = partition_log.append(records, now_ms=now_ms, origin=origin)
         except storage_errors.StorageError as exc:
             code = error_code_for(exc)
             log.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
@@ -105,11 +119,9 @@ class ReplicaManager:
 
     @staticmethod
     def last_stable_offset(partition_log: PartitionLog) -> int:
-        """The first offset of the oldest undecided transaction, capped at the high watermark."""
-        first_unstable = partition_log.producer_state.first_unstable_offset()
-        if first_unstable is None:
-            return partition_log.high_watermark
-        return min(first_unstable, partition_log.high_watermark)
+        """The first offset of the oldest transaction not yet decided (or whose marker is not yet visible),
+        capped at the high watermark."""
+        return partition_log.last_stable_offset
 
     def read(
         self, topic: str, partition: int, offset: int, max_bytes: int, isolation_level: int, *, min_one_batch: bool
@@ -139,6 +151,8 @@ class ReplicaManager:
             return read
         try:
             read.records = partition_log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+            if isolation_level == READ_COMMITTED and read.records:
+                read.aborted_transactions = partition_log.collect_aborted_transactions(offset, limit)
         except storage_errors.StorageError as exc:
             read.error = error_code_for(exc)
         except OSError as exc:

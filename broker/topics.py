@@ -100,6 +100,15 @@ class TopicManager:
         log.info("topic_created", topic=name, partitions=num_partitions, configs=topic.configs)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
 
+    def ensure_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        """Create an internal topic (``__transaction_state``, ``__consumer_offsets``) unless it exists."""
+        topic = self._broker.metadata.get(name)
+        if topic is None:
+            topic = self._broker.metadata.add(name, partitions, configs)
+            self.ensure_logs(topic)
+            log.info("internal_topic_created", topic=name, partitions=partitions)
+        return topic
+
     def delete(self, name: str) -> TopicOutcome:
         """Delete a topic and its logs."""
         if not self._broker.config.get_bool("delete.topic.enable"):

@@ -48,3 +48,10 @@ class InvalidTxnStateError(StorageError):
 
 class KafkaStorageError(StorageError):
     """An OSError while writing or syncing (e.g. ENOSPC). Kafka: KAFKA_STORAGE_ERROR (56)."""
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker carries an older coordinator epoch than one already seen for its producer.
+
+    Kafka: TRANSACTION_COORDINATOR_FENCED (52).
+    """

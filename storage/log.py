@@ -13,6 +13,16 @@ Other guarantees:
 - ``truncate_to(o)`` cuts at the start of the batch holding ``o``; the log end may end up below ``o``.
 - Retention deletes segment files immediately (file.delete.delay.ms is not applied) and only segments wholly
   below the high watermark, as Kafka does.
+
+Transactions (Kafka's UnifiedLog):
+- ``append(..., origin=CLIENT)`` refuses control batches (InvalidRecordError); COORDINATOR appends may hold
+  transaction markers, whose effect on producer state is described in ``producer_state``. An ABORT marker
+  closing an open transaction adds an entry to the ``.txnindex`` of the segment that receives it.
+- ``last_stable_offset`` = min(first unstable offset, high watermark), the first unstable offset raised to the
+  log start offset; completed transactions hold it until ``update_high_watermark`` passes their marker.
+- ``collect_aborted_transactions`` scans the txn indexes from the segment holding the start offset on.
+- Opening rebuilds every stale ``.txnindex`` (recovered segments; missing or corrupt files) by replaying
+  producer state from the newest snapshot at or below the first stale segment's base offset.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from oncelog.protocol.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
@@ -48,6 +59,10 @@ from oncelog.storage.errors import (
 from oncelog.storage.producer_state import ProducerStateManager, SnapshotCorruptError
 from oncelog.storage.recovery import load_segments
 from oncelog.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from oncelog.storage.txn_index import AbortedTxn
+from oncelog.storage.txn_marker import EndTxnMarker, read_end_txn_marker
+
+__all__ = ["AppendOrigin", "AppendResult", "PartitionLog", "parse_log_dir_name"]
 
 
 @dataclass
@@ -85,6 +100,7 @@ class PartitionLog:
         self.high_watermark = 0
         self.recovery_point = 0
         self.recovered_segments = 0  # how many segments the last open scanned for recovery
+        self.rebuilt_txn_indexes = 0  # .txnindex files rewritten by the last producer-state rebuild (open/truncate)
         self.producer_state = ProducerStateManager(directory, config.producer_id_expiration_ms)
 
     # ------------------------------------------------------------------------------------------ opening
@@ -123,6 +139,7 @@ class PartitionLog:
         log.high_watermark = log.log_end_offset
         log.recovery_point = log.log_end_offset if clean_shutdown else min(recovery_point, log.log_end_offset)
         log._rebuild_producer_state(log.log_end_offset if clean_shutdown else log.recovery_point, now_ms)
+        log.producer_state.on_high_watermark(log.high_watermark)
         return log
 
     def _new_segment(self, base_offset: int, *, sync_dir: bool = True) -> LogSegment:
@@ -137,9 +154,17 @@ class PartitionLog:
         self._bases = [s.base_offset for s in segments]
 
     def _rebuild_producer_state(self, snapshot_limit: int, now_ms: int | None) -> None:
-        """Load the newest valid snapshot <= ``snapshot_limit`` and replay the batches after it."""
+        """Load the newest valid snapshot <= ``snapshot_limit`` and replay the batches after it.
+
+        Stale txn indexes are rewritten from the replay; the snapshot is then taken at or below the first
+        stale segment so the replay covers each of them whole.
+        """
         state = self.producer_state
         state.delete_snapshots(above=self.log_end_offset)
+        stale = [s for s in self._segments if s.txn_index_stale]
+        if stale:
+            snapshot_limit = min(snapshot_limit, stale[0].base_offset)
+        rebuilt: dict[int, list[AbortedTxn]] = {s.base_offset: [] for s in stale}
         start = self._segments[0].base_offset
         state.truncate()
         for offset in reversed(state.snapshot_offsets()):
@@ -158,9 +183,19 @@ class PartitionLog:
             found = segment.find_batch(start) if segment.base_offset < start else (0, None)
             if found is None:
                 continue
-            for _pos, header in segment.iter_headers(found[0]):
+            entries = rebuilt.get(segment.base_offset)
+            for pos, header in segment.iter_headers(found[0]):
                 if header.base_offset >= start:
-                    state.replay(header)
+                    aborted = state.replay(header, _stored_marker(segment, pos, header))
+                    if aborted is not None and entries is not None:
+                        entries.append(aborted)
+        for segment in stale:
+            try:
+                segment.txn_index.replace(rebuilt[segment.base_offset])
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot rebuild {segment.txn_index.path}: {exc}") from exc
+            segment.txn_index_stale = False
+        self.rebuilt_txn_indexes = len(stale)
         if now_ms is not None:
             state.expire_producers(now_ms)
 
@@ -174,7 +209,7 @@ class PartitionLog:
         """Current segments in offset order (a snapshot; do not mutate)."""
         return self._segments
 
-    def _validate(self, buf: bytearray) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, buf: bytearray, origin: AppendOrigin) -> list[tuple[int, BatchHeader]]:
         headers = []
         pos = 0
         end = len(buf)
@@ -196,18 +231,28 @@ class PartitionLog:
                 raise InvalidRecordError(str(exc)) from exc
             if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
                 raise InvalidRecordError("record count does not match the last offset delta")
+            if header.is_control and origin is AppendOrigin.CLIENT:
+                raise InvalidRecordError(f"Clients are not allowed to write control records to {self.directory.name}")
             headers.append((pos, header))
             pos += header.size
         return headers
 
-    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> AppendResult:
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendResult:
         """Append whole v2 batches as the leader: validate all, check producer state, assign offsets, write.
 
-        Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError, producer-state errors (nothing is
-        appended) or KafkaStorageError (write failed; the segment is cut back to its previous size).
+        CLIENT appends may not hold control batches; only they are checked for sequences and answered from
+        the duplicate cache. Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError,
+        producer-state errors (nothing is appended) or KafkaStorageError (write failed; the segment and its
+        indexes are cut back to their previous size).
         """
         buf = bytearray(records)
-        validated = self._validate(buf)
+        validated = self._validate(buf, origin)
         next_offset = self.log_end_offset
         headers = []
         max_timestamp = -1
@@ -220,22 +265,29 @@ class PartitionLog:
             headers.append((pos, header))
             next_offset = header.next_offset
             max_timestamp = max(max_timestamp, header.max_timestamp)
-        info = self.producer_state.prepare()
-        for _pos, header in headers:
+        info = self.producer_state.prepare(origin)
+        for pos, header in headers:
+            marker: EndTxnMarker | None = None
+            if header.is_control:
+                if header.compression:
+                    raise InvalidRecordError("control batches must not be compressed")
+                if header.producer_id >= 0:
+                    marker = read_end_txn_marker(buf, pos, header)
             if header.producer_id >= 0:
-                duplicate = self.producer_state.find_duplicate(header)
-                if duplicate is not None:
-                    return AppendResult(
-                        duplicate.first_offset,
-                        duplicate.last_offset,
-                        self.log_start_offset,
-                        True,
-                        duplicate.timestamp,
-                    )
-                info.append(header)
+                if origin is AppendOrigin.CLIENT:
+                    duplicate = self.producer_state.find_duplicate(header)
+                    if duplicate is not None:
+                        return AppendResult(
+                            duplicate.first_offset,
+                            duplicate.last_offset,
+                            self.log_start_offset,
+                            True,
+                            duplicate.timestamp,
+                        )
+                info.append(header, marker)
         segment = self._maybe_roll(len(buf), len(headers), next_offset - 1, now_ms)
         try:
-            segment.append(buf, headers)
+            segment.append(buf, headers, info.aborted)
         except OSError as exc:
             raise KafkaStorageError(f"append to {segment.log_path} failed: {exc}") from exc
         first_offset = self.log_end_offset
@@ -286,8 +338,32 @@ class PartitionLog:
             self.roll()
 
     def update_high_watermark(self, offset: int) -> None:
-        """Set the high watermark, clamped to [log_start_offset, log_end_offset]."""
+        """Set the high watermark, clamped to [log_start_offset, log_end_offset]; completed transactions whose
+        marker is now below it stop holding the last stable offset."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark(self.high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset a read_committed consumer may not see yet: the oldest open (or completed but not yet
+        visible) transaction's first offset, at least the log start offset, at most the high watermark."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(max(first_unstable, self.log_start_offset), self.high_watermark)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of every aborted transaction overlapping [start_offset,
+        upper_bound_offset), in marker order, from the txn indexes of the segment holding ``start_offset`` on
+        (stopping once an entry's last stable offset reaches the upper bound, as Kafka does)."""
+        result: list[tuple[int, int]] = []
+        segments = self._segments
+        for segment in segments[self._segment_index(start_offset) :]:
+            found, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            result.extend((txn.producer_id, txn.first_offset) for txn in found)
+            if complete:
+                break
+        return result
 
     def expire_producers(self, now_ms: int) -> int:
         """Drop idle producers (producer.id.expiration.ms); returns how many."""
@@ -409,6 +485,7 @@ class PartitionLog:
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
+        self.producer_state.on_high_watermark(self.log_start_offset)
         return len(deletable)
 
     # ------------------------------------------------------------------------------------------ truncation
@@ -437,6 +514,7 @@ class PartitionLog:
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
         fsync_dir(self.directory)
         self._rebuild_producer_state(self.log_end_offset, None)
+        self.producer_state.on_high_watermark(self.high_watermark)
 
     # ------------------------------------------------------------------------------------------ durability
     def flush(self, up_to: int | None = None) -> None:
@@ -452,7 +530,7 @@ class PartitionLog:
             try:
                 for segment in self._segments:
                     if segment.base_offset < end and segment.next_offset > self.recovery_point:
-                        for fd in (segment.fd, segment.offset_index.fd, segment.time_index.fd):
+                        for fd in (segment.fd, segment.offset_index.fd, segment.time_index.fd, segment.txn_index.fd):
                             fds.append(os.dup(fd))
             except OSError as exc:
                 for fd in fds:
@@ -500,6 +578,17 @@ def _whole_batches(data: bytes, max_offset: int | None) -> tuple[int, bool]:
             break
         pos += header.size
     return pos, False
+
+
+def _stored_marker(segment: LogSegment, position: int, header: BatchHeader) -> EndTxnMarker | None:
+    """The marker of a control batch read back from ``segment`` (None for data batches or unreadable markers,
+    which replay ignores as Kafka's replication origin would fail on them only when appending)."""
+    if not header.is_control or header.producer_id < 0:
+        return None
+    try:
+        return read_end_txn_marker(segment.pread(header.size, position), 0, header)
+    except InvalidRecordError:
+        return None
 
 
 def _largest_timestamp(segment: LogSegment) -> int:

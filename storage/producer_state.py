@@ -6,13 +6,24 @@ Rules (Kafka 3.9, client-origin appends, without KIP-890 transaction verificatio
   original offsets. Duplicates are looked up against the state before the request only, and the first
   duplicate found answers the whole request (UnifiedLog.analyzeAndValidateProducerState).
 - Epoch lower than the current one -> InvalidProducerEpochError (data batches and control markers).
-- Epoch different from the current one (a bump): the base sequence must be 0, unless the producer has no
-  epoch yet -> OutOfOrderSequenceError.
-- Same epoch: the base sequence must be last sequence + 1 (2^31-1 wraps to 0) -> OutOfOrderSequenceError.
-- No state for the producer id (new, expired, or removed by retention): any sequence is accepted (KIP-360);
-  UNKNOWN_PRODUCER_ID is therefore never raised.
+- Sequence checks (CLIENT origin only; COORDINATOR appends are checked for epochs only):
+  - epoch different from the current one (a bump): the base sequence must be 0, unless the producer has no
+    epoch yet -> OutOfOrderSequenceError;
+  - same epoch: the base sequence must be last sequence + 1 (2^31-1 wraps to 0) -> OutOfOrderSequenceError;
+  - no state for the producer id (new, expired, or removed by retention): any sequence is accepted (KIP-360);
+    UNKNOWN_PRODUCER_ID is therefore never raised.
 - A transactional data batch opens a transaction (its first offset is remembered) unless one is open; a
-  non-transactional data batch while one is open -> InvalidTxnStateError; a control batch closes it.
+  non-transactional data batch while one is open -> InvalidTxnStateError.
+- A transaction marker (control batch): coordinator epoch lower than the producer's last one ->
+  TransactionCoordinatorFencedError. Otherwise it sets the producer's epoch (a higher one is a bump: the cached
+  batches are dropped, so the next batch must start at sequence 0) and coordinator epoch and closes the open
+  transaction, which becomes a ``CompletedTxn`` (first offset .. marker offset). A marker without an open
+  transaction completes nothing.
+- Ongoing transactions and completed ones whose marker is not yet below the high watermark ("unreplicated",
+  as Kafka calls them) make up ``first_unstable_offset``; ``on_high_watermark`` forgets the latter.
+- Each completion carries the partition's last stable offset right after its marker (the first offset of the
+  oldest other ongoing transaction, else marker + 1), computed batch by batch in offset order both on append
+  and on replay, so the aborted-transaction index a replay writes equals the one appends wrote.
 - Replay from the log (``replay``) applies batches without validation, like Kafka's REPLICATION origin.
 
 Snapshot file ``<20-digit offset>.snapshot`` (state after every batch below that offset), big-endian::
@@ -34,12 +45,16 @@ from pathlib import Path
 
 import crc32c
 from oncelog.protocol.records.batch import NO_PRODUCER_EPOCH, BatchHeader
+from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.checkpoint import atomic_write
 from oncelog.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
+from oncelog.storage.txn_index import AbortedTxn
+from oncelog.storage.txn_marker import EndTxnMarker
 
 NUM_BATCHES_TO_RETAIN = (
     5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight.requests.per.connection <= 5)
@@ -67,6 +82,28 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     timestamp: int
+
+
+@dataclass(frozen=True)
+class CompletedTxn:
+    """A transaction closed by a marker: offsets ``first_offset`` .. ``last_offset`` (the marker)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(frozen=True)
+class ProducerInfo:
+    """One producer as DescribeProducers (KIP-664) reports it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1 when no transaction is open
 
 
 @dataclass
@@ -109,7 +146,8 @@ class ProducerStateEntry:
             self.epoch = epoch
             self.batches.clear()
 
-    def add_data_batch(self, header: BatchHeader) -> None:
+    def add_data_batch(self, header: BatchHeader) -> bool:
+        """Record a data batch; True when it opened a transaction."""
         self._set_epoch(header.producer_epoch)
         self.batches.append(
             BatchMetadata(
@@ -123,11 +161,21 @@ class ProducerStateEntry:
         self.last_timestamp = header.max_timestamp
         if header.is_transactional and self.current_txn_first_offset is None:
             self.current_txn_first_offset = header.base_offset
+            return True
+        return False
 
-    def add_control_batch(self, header: BatchHeader) -> None:
+    def end_txn(self, header: BatchHeader, marker: EndTxnMarker) -> CompletedTxn | None:
+        """Apply a marker (already validated); return the transaction it completes, if one was open."""
+        completed = None
+        if self.current_txn_first_offset is not None:
+            completed = CompletedTxn(
+                self.producer_id, self.current_txn_first_offset, header.base_offset, marker.is_abort
+            )
         self._set_epoch(header.producer_epoch)
+        self.coordinator_epoch = marker.coordinator_epoch
         self.current_txn_first_offset = None
         self.last_timestamp = header.max_timestamp
+        return completed
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -135,12 +183,20 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 
 
 class ProducerAppendInfo:
-    """Validates one request's batches against a working copy of each producer's state."""
+    """Validates one request's batches (in offset order) against a working copy of each producer's state.
 
-    def __init__(self, manager: ProducerStateManager) -> None:
+    After the batches are written, ``ProducerStateManager.commit`` applies ``updated``, ``started`` and
+    ``completed``; ``aborted`` lists the aborted-transaction index entries the write must add.
+    """
+
+    def __init__(self, manager: ProducerStateManager, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
         self._manager = manager
+        self.origin = origin
         self.updated: dict[int, ProducerStateEntry] = {}
         self._current: dict[int, ProducerStateEntry | None] = {}
+        self.started: dict[int, int] = {}  # first offset -> producer id of transactions opened here
+        self.completed: list[tuple[CompletedTxn, int]] = []  # with the last stable offset after the marker
+        self._closed: set[int] = set()  # first offsets of the transactions completed here
 
     def _entries(self, producer_id: int) -> tuple[ProducerStateEntry | None, ProducerStateEntry]:
         if producer_id not in self.updated:
@@ -149,8 +205,17 @@ class ProducerAppendInfo:
             self.updated[producer_id] = current.copy() if current else ProducerStateEntry(producer_id)
         return self._current[producer_id], self.updated[producer_id]
 
-    def append(self, header: BatchHeader) -> None:
-        """Validate ``header`` (offsets already assigned) and apply it to the working copy, or raise."""
+    @property
+    def aborted(self) -> list[AbortedTxn]:
+        return [
+            AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+            for txn, lso in self.completed
+            if txn.is_aborted
+        ]
+
+    def append(self, header: BatchHeader, marker: EndTxnMarker | None = None) -> None:
+        """Validate ``header`` (offsets already assigned; ``marker`` given for a control batch) and apply it to
+        the working copy, or raise."""
         current, updated = self._entries(header.producer_id)
         epoch = header.producer_epoch
         if epoch < updated.epoch:
@@ -158,31 +223,61 @@ class ProducerAppendInfo:
                 f"epoch {epoch} of producer {header.producer_id} is older than the current {updated.epoch}"
             )
         if header.is_control:
-            updated.add_control_batch(header)
+            if marker is not None:
+                self._append_marker(header, marker, updated)
             return
+        if self.origin is AppendOrigin.CLIENT:
+            self._check_sequence(header, current, updated)
+        if updated.current_txn_first_offset is not None and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"non-transactional batch from producer {header.producer_id} during an open transaction"
+            )
+        if updated.add_data_batch(header):
+            self.started[header.base_offset] = header.producer_id
+
+    def _append_marker(self, header: BatchHeader, marker: EndTxnMarker, updated: ProducerStateEntry) -> None:
+        if marker.coordinator_epoch < updated.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {header.producer_id} has coordinator epoch {marker.coordinator_epoch}, "
+                f"older than the current {updated.coordinator_epoch}"
+            )
+        completed = updated.end_txn(header, marker)
+        if completed is not None:
+            ongoing = {**self._manager.ongoing, **self.started}
+            for first in self._closed:
+                ongoing.pop(first, None)
+            self.completed.append((completed, _last_stable_offset(completed, ongoing)))
+            self._closed.add(completed.first_offset)
+
+    @staticmethod
+    def _check_sequence(
+        header: BatchHeader, current: ProducerStateEntry | None, updated: ProducerStateEntry
+    ) -> None:
         seq = header.base_sequence
+        epoch = header.producer_epoch
         if epoch != updated.epoch:
             if seq != 0 and updated.epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
                     f"producer {header.producer_id} started epoch {epoch} at sequence {seq}, expected 0"
                 )
+            return
+        if updated.batches:
+            last_seq = updated.last_seq
+        elif current is not None and epoch == current.epoch:
+            last_seq = current.last_seq
         else:
-            if updated.batches:
-                last_seq = updated.last_seq
-            elif current is not None and epoch == current.epoch:
-                last_seq = current.last_seq
-            else:
-                last_seq = -1
-            no_state = current is None or current.epoch == NO_PRODUCER_EPOCH
-            if not (no_state or _in_sequence(last_seq, seq)):
-                raise OutOfOrderSequenceError(
-                    f"producer {header.producer_id} sent sequence {seq}, expected {last_seq + 1}"
-                )
-        if updated.current_txn_first_offset is not None and not header.is_transactional:
-            raise InvalidTxnStateError(
-                f"non-transactional batch from producer {header.producer_id} during an open transaction"
+            last_seq = -1
+        no_state = current is None or current.epoch == NO_PRODUCER_EPOCH
+        if not (no_state or _in_sequence(last_seq, seq)):
+            raise OutOfOrderSequenceError(
+                f"producer {header.producer_id} sent sequence {seq}, expected {last_seq + 1}"
             )
-        updated.add_data_batch(header)
+
+
+def _last_stable_offset(txn: CompletedTxn, ongoing: dict[int, int]) -> int:
+    """LSO right after ``txn``'s marker: the oldest other producer's open transaction, else marker + 1."""
+    others = [first for first, pid in ongoing.items() if pid != txn.producer_id]
+    return min(others) if others else txn.last_offset + 1
 
 
 class ProducerStateManager:
@@ -192,6 +287,8 @@ class ProducerStateManager:
         self.directory = directory
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}  # first offset -> producer id of every open transaction
+        self.unreplicated: dict[int, CompletedTxn] = {}  # completed, marker not yet below the high watermark
 
     # ------------------------------------------------------------------------------------- queries
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
@@ -203,33 +300,71 @@ class ProducerStateManager:
         return entry.find_duplicate(header) if entry else None
 
     def first_unstable_offset(self) -> int | None:
-        """First offset of the oldest open transaction, or None when no transaction is open."""
-        offsets = [
-            e.current_txn_first_offset
-            for e in self.producers.values()
-            if e.current_txn_first_offset is not None
+        """First offset of the oldest transaction that is open, or completed with its marker not yet below the
+        high watermark (see ``on_high_watermark``); None when there is none."""
+        first = min(self.ongoing, default=None)
+        unreplicated = min(self.unreplicated, default=None)
+        if first is None or (unreplicated is not None and unreplicated < first):
+            return unreplicated
+        return first
+
+    def active_producers(self) -> list[ProducerInfo]:
+        """Every producer with state in this partition, by producer id (for DescribeProducers)."""
+        return [
+            ProducerInfo(
+                e.producer_id,
+                e.epoch,
+                e.last_seq,
+                e.last_timestamp,
+                e.coordinator_epoch,
+                -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
+            )
+            for _pid, e in sorted(self.producers.items())
         ]
-        return min(offsets) if offsets else None
 
     # ------------------------------------------------------------------------------------- updates
-    def prepare(self) -> ProducerAppendInfo:
+    def prepare(self, origin: AppendOrigin = AppendOrigin.CLIENT) -> ProducerAppendInfo:
         """Start validating one request; ``commit`` it once the batches are written."""
-        return ProducerAppendInfo(self)
+        return ProducerAppendInfo(self, origin)
 
     def commit(self, info: ProducerAppendInfo) -> None:
         self.producers.update(info.updated)
+        self.ongoing.update(info.started)
+        for txn, _lso in info.completed:
+            self._complete(txn)
 
-    def replay(self, header: BatchHeader) -> None:
-        """Apply a batch read back from the log, without validation."""
-        if header.producer_id < 0:
-            return
+    def _complete(self, txn: CompletedTxn) -> None:
+        self.ongoing.pop(txn.first_offset, None)
+        self.unreplicated[txn.first_offset] = txn
+
+    def replay(self, header: BatchHeader, marker: EndTxnMarker | None = None) -> AbortedTxn | None:
+        """Apply a batch read back from the log, without validation (``marker`` given for a control batch).
+
+        Returns the aborted-transaction index entry the batch produces, if it is an ABORT marker closing an
+        open transaction.
+        """
+        if header.producer_id < 0 or (header.is_control and marker is None):
+            return None
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
-        if header.is_control:
-            entry.add_control_batch(header)
-        else:
-            entry.add_data_batch(header)
+        if not header.is_control:
+            if entry.add_data_batch(header):
+                self.ongoing[header.base_offset] = header.producer_id
+            return None
+        assert marker is not None
+        txn = entry.end_txn(header, marker)
+        if txn is None:
+            return None
+        lso = _last_stable_offset(txn, self.ongoing)
+        self._complete(txn)
+        return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso) if txn.is_aborted else None
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is below ``high_watermark`` (also used for the log
+        start offset)."""
+        for first in [f for f, txn in self.unreplicated.items() if txn.last_offset < high_watermark]:
+            del self.unreplicated[first]
 
     def expire_producers(self, now_ms: int) -> int:
         """Drop producers idle for producer.id.expiration.ms without an open transaction; return how many."""
@@ -245,8 +380,10 @@ class ProducerStateManager:
         )
 
     def truncate(self) -> None:
-        """Forget every producer (before a rebuild)."""
+        """Forget every producer and transaction (before a rebuild)."""
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
 
     # ------------------------------------------------------------------------------------- snapshots
     def snapshot_path(self, offset: int) -> Path:
@@ -270,11 +407,13 @@ class ProducerStateManager:
 
         Raises SnapshotCorruptError (or OSError) and leaves the state empty when it cannot be read.
         """
-        self.producers.clear()
+        self.truncate()
         entries = decode_snapshot(self.snapshot_path(offset).read_bytes())
         for entry in entries:
             if now_ms is None or not self._is_expired(entry, now_ms):
                 self.producers[entry.producer_id] = entry
+                if entry.current_txn_first_offset is not None:
+                    self.ongoing[entry.current_txn_first_offset] = entry.producer_id
 
     def delete_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
         """Delete snapshot files with offset < ``below`` and/or > ``above``."""

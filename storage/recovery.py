@@ -10,6 +10,8 @@ Guarantees of ``load_segments``:
   segment's relative-offset range). The first invalid byte ends the log: the segment is truncated there, every
   later segment is deleted, and the indexes of the scanned segments are rebuilt through
   ``LogSegment.index_batch`` (so they are byte-identical to the ones appends build).
+- Scanned segments, and trusted ones whose ``.txnindex`` is missing or corrupt, come back with
+  ``txn_index_stale`` set: ``PartitionLog`` rebuilds those from producer state.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def recover_segment(segment: LogSegment, expected_offset: int) -> int:
         os.ftruncate(segment.fd, pos)
         segment.size = pos
     segment.finish_rebuild()
+    segment.txn_index_stale = True
     return truncated
 
 

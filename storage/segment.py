@@ -1,4 +1,4 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex`` (Kafka's LogSegment).
 
 Guarantees:
 - ``append`` writes the given bytes with one ``write`` and indexes each batch with ``index_batch``;
@@ -8,6 +8,10 @@ Guarantees:
   batch reaching it; when more than ``index_interval_bytes`` were appended since the last entry, add an offset
   entry ``(batch last offset -> batch position)`` and a time entry ``(max timestamp so far, its offset)``.
 - Only batch headers are read; nothing here looks at individual records.
+- The ``.txnindex`` (aborted transactions) depends on producer state, so the segment cannot rebuild it alone:
+  ``load`` and recovery set ``txn_index_stale`` when it is missing, corrupt or may not match the log, and the
+  owning ``PartitionLog`` rebuilds it by replaying producer state. ``append`` writes the entries it is given
+  after the batches and undoes both on failure.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from oncelog.storage.config import LogConfig
 from oncelog.storage.index_file import IndexCorruptError, write_all
 from oncelog.storage.offset_index import OffsetIndex
 from oncelog.storage.time_index import TimeIndex
+from oncelog.storage.txn_index import AbortedTxn, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions; not written yet, removed with its segment
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (see txn_index)
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # index entries store offsets as int32 relative to the base
@@ -58,7 +63,9 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, config.max_index_size
         )
+        self.txn_index = TransactionIndex(directory / file_name(base_offset, TXN_INDEX_SUFFIX), base_offset)
         self.size = os.fstat(self.fd).st_size
+        self.txn_index_stale = False  # set when the .txnindex must be rebuilt from producer state
         self._reset_state()
         self.deleted = False
 
@@ -150,14 +157,32 @@ class LogSegment:
                 )
             self.time_index.sanity_check(self.next_offset)
             self.bytes_since_last_index_entry = since
-            return False
+            rebuilt = False
         except IndexCorruptError:
             self.rebuild_indexes()
-            return True
+            rebuilt = True
+        self._load_txn_index()
+        return rebuilt
+
+    def _load_txn_index(self) -> None:
+        """Load the .txnindex; mark it stale when missing next to a non-empty log, or corrupt."""
+        try:
+            if not self.txn_index.existed and self.size > 0:
+                raise IndexCorruptError(f"{self.txn_index.path} is missing")
+            self.txn_index.load(self.next_offset)
+        except IndexCorruptError:
+            self.txn_index.entries = []
+            self.txn_index_stale = True
 
     # ----------------------------------------------------------------------------------------- writing
-    def append(self, data: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
-        """Append whole batches (``headers`` holds each batch's position within ``data``) with one write.
+    def append(
+        self,
+        data: bytes | bytearray,
+        headers: list[tuple[int, BatchHeader]],
+        aborted: list[AbortedTxn] | None = None,
+    ) -> None:
+        """Append whole batches (``headers`` holds each batch's position within ``data``) with one write, then
+        the ``aborted`` transaction index entries their markers produce.
 
         On OSError the log and index files and the in-memory state are put back as they were, then the error
         propagates.
@@ -166,6 +191,7 @@ class LogSegment:
         saved = (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
                  self.bytes_since_last_index_entry, self.first_batch_timestamp)
         index_lengths = (len(self.offset_index.data), len(self.time_index.data))
+        txn_entries = len(self.txn_index.entries)
         try:
             write_all(self.fd, data)
             self.size = start + len(data)
@@ -173,6 +199,8 @@ class LogSegment:
                 self.index_batch(header, start + pos)
             self.offset_index.write_pending()
             self.time_index.write_pending()
+            if aborted:
+                self.txn_index.append(aborted)
         except OSError:
             self.size = start
             (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
@@ -181,18 +209,22 @@ class LogSegment:
                 os.ftruncate(self.fd, start)
             for index, length in zip((self.offset_index, self.time_index), index_lengths, strict=True):
                 index.discard_after(length)
+            self.txn_index.discard_after(txn_entries)
             raise
 
     def truncate_to_position(self, position: int) -> None:
-        """Cut the log at ``position`` (a batch boundary) and rebuild the indexes to match."""
+        """Cut the log at ``position`` (a batch boundary) and rebuild the indexes to match; aborted transactions
+        whose marker was cut are dropped from the .txnindex."""
         os.ftruncate(self.fd, position)
         self.size = position
         self.rebuild_indexes()
+        self.txn_index.truncate_to(self.next_offset)
 
     def fsync(self) -> None:
         os.fsync(self.fd)
         self.offset_index.fsync()
         self.time_index.fsync()
+        self.txn_index.fsync()
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -200,6 +232,7 @@ class LogSegment:
             self.fd = -1
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         """Close and unlink every file of the segment."""
@@ -255,6 +288,10 @@ class LogSegment:
             if header.max_timestamp >= timestamp:
                 return header
         return None
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        """See ``TransactionIndex.collect``."""
+        return self.txn_index.collect(start_offset, upper_bound_offset)
 
     def pread(self, length: int, position: int) -> bytes:
         return os.pread(self.fd, length, position)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from oncelog.broker.apis import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_topics,
     delete_topics,
     describe_configs,
+    end_txn,
     fetch,
+    find_coordinator,
     init_producer_id,
     list_offsets,
     metadata,
     produce,
+    write_txn_markers,
 )
 from oncelog.broker.request import Handler
 from oncelog.protocol import SUPPORTED_VERSIONS, ApiKey
@@ -26,6 +31,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_TOPICS: delete_topics.handle,
     ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
     ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
+    ApiKey.FIND_COORDINATOR: find_coordinator.handle,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
+    ApiKey.END_TXN: end_txn.handle,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
 }
 
 # Advertise only what is implemented: every advertised key has a handler and vice versa.

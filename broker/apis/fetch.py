@@ -61,7 +61,11 @@ def _partition_response(index: int, read: PartitionRead, isolation: int) -> dict
         "high_watermark": read.high_watermark,
         "last_stable_offset": read.last_stable_offset,
         "log_start_offset": read.log_start_offset,
-        "aborted_transactions": [] if isolation == READ_COMMITTED else None,
+        "aborted_transactions": (
+            [{"producer_id": pid, "first_offset": first} for pid, first in read.aborted_transactions]
+            if isolation == READ_COMMITTED
+            else None
+        ),
         "preferred_read_replica": NO_PREFERRED_REPLICA,
         "records": read.records,
     }

@@ -14,6 +14,7 @@ from oncelog.broker.metadata import INTERNAL_TOPICS
 from oncelog.broker.replica_manager import PartitionAppend
 from oncelog.broker.request import Deferred, Request
 from oncelog.protocol import ErrorCode
+from oncelog.protocol.records.batch import InvalidBatchError, parse_header
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
@@ -35,6 +36,23 @@ def _partition_response(index: int, outcome: PartitionAppend) -> dict:
         "record_errors": [],
         "error_message": outcome.message,
     }
+
+
+def _check_transactional(
+    broker: BrokerNode, transactional_id: str | None, topic: str, partition: int, records: bytes
+) -> ErrorCode:
+    """Transactional records need a transactional id whose open transaction already holds this partition."""
+    try:
+        header = parse_header(records)
+    except InvalidBatchError:
+        return ErrorCode.NONE  # the log rejects it with CORRUPT_MESSAGE
+    if not header.is_transactional:
+        return ErrorCode.NONE
+    if transactional_id is None:
+        return ErrorCode.INVALID_RECORD
+    return broker.transactions.verify_produce(
+        transactional_id, header.producer_id, header.producer_epoch, topic, partition
+    )
 
 
 def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tuple[int, PartitionAppend]]]]:
@@ -63,11 +81,8 @@ def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tu
                 )
             elif not partition_data.records:
                 outcome = PartitionAppend(ErrorCode.INVALID_RECORD, message="Produce request carries no records")
-            elif request.body.transactional_id is not None:
-                outcome = PartitionAppend(
-                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    message="This broker has no transaction coordinator yet",
-                )
+            elif error := _check_transactional(broker, body.transactional_id, name, index, partition_data.records):
+                outcome = PartitionAppend(error)
             else:
                 outcome = broker.replicas.append(name, index, partition_data.records, timestamp)
             per_partition.append((index, outcome))

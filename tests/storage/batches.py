@@ -71,11 +71,16 @@ def make_batch(
 
 
 def control_batch(
-    producer_id: int, producer_epoch: int, *, commit: bool = True, timestamp: int = 1000
+    producer_id: int,
+    producer_epoch: int,
+    *,
+    commit: bool = True,
+    timestamp: int = 1000,
+    coordinator_epoch: int = 0,
 ) -> bytes:
     """An end-transaction marker batch (key: version 0, type 1 commit / 0 abort)."""
     key = struct.pack(">hh", 0, 1 if commit else 0)
-    value = struct.pack(">hi", 0, 0)
+    value = struct.pack(">hi", 0, coordinator_epoch)
     body = (
         b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key + _varint(len(value)) + value + _varint(0)
     )

@@ -8,7 +8,7 @@ import pytest
 from batches import TRANSACTIONAL, control_batch, make_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.log import AppendOrigin, PartitionLog
 from oncelog.storage.producer_state import ProducerStateEntry, decode_snapshot, encode_snapshot
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, producer_id_expiration_ms=10_000)
@@ -131,15 +131,20 @@ def test_transactions_track_first_unstable_offset(log: PartitionLog) -> None:
     assert log.producer_state.first_unstable_offset() == 3
     with pytest.raises(InvalidTxnStateError):
         log.append(idem(4), now_ms=0)
-    log.append(control_batch(PID, 0), now_ms=0)
+    log.append(control_batch(PID, 0), now_ms=0, origin=AppendOrigin.COORDINATOR)
+    assert log.producer_state.first_unstable_offset() == 3  # completed, but the marker is above the HW
+    log.update_high_watermark(log.log_end_offset)
     assert log.producer_state.first_unstable_offset() == 5
-    log.append(control_batch(8, 0, commit=False), now_ms=0)
+    log.append(control_batch(8, 0, commit=False), now_ms=0, origin=AppendOrigin.COORDINATOR)
+    log.update_high_watermark(log.log_end_offset)
     assert log.producer_state.first_unstable_offset() is None
     log.append(idem(0, pid=10, epoch=2, txn=True), now_ms=0)
     with pytest.raises(InvalidProducerEpochError):
-        log.append(control_batch(10, 1), now_ms=0)  # a marker from an older epoch
+        log.append(control_batch(10, 1), now_ms=0, origin=AppendOrigin.COORDINATOR)  # a marker from an older epoch
     assert log.producer_state.first_unstable_offset() is not None
-    log.append(control_batch(10, 3), now_ms=0)  # markers may carry a newer epoch (coordinator bump)
+    # markers may carry a newer epoch (coordinator bump)
+    log.append(control_batch(10, 3), now_ms=0, origin=AppendOrigin.COORDINATOR)
+    log.update_high_watermark(log.log_end_offset)
     assert log.producer_state.last_entry(10).epoch == 3
     assert log.producer_state.first_unstable_offset() is None
 

@@ -50,6 +50,7 @@ class BrokerProcess:
         settings: Mapping[str, str | int] | None = None,
         command: Sequence[str] | None = None,
         start_deadline_s: float = START_DEADLINE_S,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
@@ -63,6 +64,8 @@ class BrokerProcess:
         self.start_deadline_s = start_deadline_s
         self.stderr_path = self.data_dir.parent / f"broker-{self.port}.stderr.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        #: Extra environment for the next start (e.g. ONCELOG_FAULTS); assign a new dict between restarts.
+        self.env = dict(env or {})
 
     @property
     def bootstrap(self) -> str:
@@ -94,7 +97,12 @@ class BrokerProcess:
             err.write(f"\n==== start {' '.join(self.argv())}\n".encode())
             err.flush()
             self.proc = subprocess.Popen(
-                self.argv(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True
+                self.argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                start_new_session=True,
+                env={**os.environ, **self.env},
             )
         end = time.monotonic() + self.start_deadline_s
         while True:
@@ -129,6 +137,14 @@ class BrokerProcess:
                 ) from None
         self.proc = None
         return proc.returncode
+
+    def wait_exit(self, timeout_s: float) -> int:
+        """Wait for the broker to exit by itself (e.g. a crash fault point); returns its exit code."""
+        if self.proc is None:
+            raise RuntimeError("broker not running")
+        code = self.proc.wait(timeout_s)
+        self.proc = None
+        return code
 
     def stop(self) -> int | None:
         """SIGTERM and wait; SIGKILL (and raise) if it does not stop in time. Returns the exit code."""

@@ -1,0 +1,56 @@
+"""FindCoordinator (10): this node coordinates every group (key_type 0) and transactional id (key_type 1).
+
+Like Kafka, the internal topic behind the coordinator (``__consumer_offsets`` / ``__transaction_state``) is created
+on the first lookup. v4+ looks up several keys at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oncelog.broker.request import Request
+from oncelog.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+#: Kafka's FindCoordinatorRequest.CoordinatorType.
+GROUP = 0
+TRANSACTION = 1
+#: The first version that looks up a list of keys (KIP-699).
+BATCHED_VERSION = 4
+
+
+def _lookup(broker: BrokerNode, key: str, key_type: int) -> dict:
+    advertised = broker.advertised
+    entry = {
+        "key": key,
+        "node_id": broker.node_id,
+        "host": advertised.host,
+        "port": advertised.port,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+    }
+    if key_type == TRANSACTION:
+        if not key:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Transactional id must not be empty")
+        else:
+            broker.transactions.state_log.ensure_topic()
+    elif key_type == GROUP:
+        broker.ensure_offsets_topic()
+    else:
+        entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unknown coordinator type {key_type}")
+    if entry["error_code"] != ErrorCode.NONE:
+        entry.update(node_id=-1, host="", port=-1)
+    return entry
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict:
+    body = request.body
+    if request.version >= BATCHED_VERSION:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [_lookup(broker, k, body.key_type) for k in body.coordinator_keys],
+        }
+    entry = _lookup(broker, body.key, body.key_type)
+    return {"throttle_time_ms": 0, **entry}

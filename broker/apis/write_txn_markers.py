@@ -1,0 +1,39 @@
+"""WriteTxnMarkers (27): the partition leader appends the coordinator's markers (the same path the local
+coordinator uses, see broker.txn.markers)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oncelog.broker.request import Request
+from oncelog.broker.txn.markers import TxnMarker, append_markers, wait_markers_durable
+from oncelog.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict:
+    results = []
+    for entry in request.body.markers:
+        partitions = [(t.name, p) for t in entry.topics for p in t.partition_indexes]
+        known = [tp for tp in partitions if broker.replicas.get_log(*tp) is not None]
+        marker = TxnMarker(
+            entry.producer_id,
+            entry.producer_epoch,
+            entry.coordinator_epoch,
+            entry.transaction_result,
+            frozenset(known),
+        )
+        errors = await wait_markers_durable(broker.replicas, append_markers(broker.replicas, marker, known))
+        by_topic: dict[str, list[dict]] = {}
+        for topic, partition in partitions:
+            error = errors.get((topic, partition), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
+        results.append(
+            {
+                "producer_id": entry.producer_id,
+                "topics": [{"name": topic, "partitions": parts} for topic, parts in by_topic.items()],
+            }
+        )
+    return {"markers": results}

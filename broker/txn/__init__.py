@@ -1,0 +1,1 @@
+"""Transaction coordinator: state machine, __transaction_state log, markers."""

@@ -1,0 +1,360 @@
+"""The transaction coordinator: Kafka's TransactionCoordinator on one node.
+
+Guarantees:
+- Requests for one transactional id are serialized (one lock per id); different ids proceed concurrently.
+- Every state change is appended to ``__transaction_state`` and fsynced before it is acted on or answered.
+- EndTxn answers once the markers are durable in every partition of the transaction; the Complete* record is
+  appended then (its fsync is not waited for: if it is lost, the restart completes the transaction again, and
+  writing a marker twice is harmless).
+- On start, PrepareCommit/PrepareAbort transactions are completed (markers written again) before clients are served;
+  ongoing transactions keep their timers.
+- An ongoing transaction older than its timeout is aborted with a bumped epoch, which fences the producer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+from oncelog.broker.clock import now_ms
+from oncelog.broker.faults import fault_point
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
+from oncelog.broker.txn.markers import MarkerWriter, TxnMarker
+from oncelog.broker.txn.metadata import (
+    COMPLETED_STATES,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    PREPARED_STATES,
+    TransactionMetadata,
+    TxnState,
+    epoch_exhausted,
+)
+from oncelog.broker.txn.state_log import StateLogError, TransactionStateLog
+from oncelog.protocol import ErrorCode
+from oncelog.protocol.internal.java_hash import partition_for_key
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+log = structlog.get_logger(__name__)
+
+#: This node has led the transaction log partitions since it first started; no other coordinator exists.
+COORDINATOR_EPOCH = 0
+#: Retries of a marker write that failed with a retriable error, and the pause between them.
+MARKER_RETRIES = 10
+MARKER_RETRY_BACKOFF_S = 0.1
+
+
+class TransactionCoordinator:
+    """Owns the metadata of every transactional id and the transaction state machine."""
+
+    def __init__(self, broker: BrokerNode, markers: MarkerWriter) -> None:
+        self._broker = broker
+        self._markers = markers
+        self.state_log = TransactionStateLog(broker)
+        self._max_timeout_ms = broker.config.get_int("transaction.max.timeout.ms")
+        self._transactions: dict[str, TransactionMetadata] = {}
+        self._locks: defaultdict[str, trio.Lock] = defaultdict(trio.Lock)
+
+    # Lifecycle -------------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read ``__transaction_state`` (blocking; called before serving)."""
+        self._transactions = self.state_log.load()
+        pending = sum(1 for m in self._transactions.values() if m.state in PREPARED_STATES)
+        log.info("transactions_loaded", transactional_ids=len(self._transactions), to_complete=pending)
+
+    async def complete_pending(self) -> None:
+        """Finish transactions a crash left between PrepareCommit/PrepareAbort and Complete*."""
+        for metadata in list(self._transactions.values()):
+            if metadata.state in PREPARED_STATES:
+                async with self._locks[metadata.transactional_id]:
+                    await self._complete(metadata)
+
+    async def run_expiration(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Abort timed-out transactions every transaction.abort.timed.out.transaction.cleanup.interval.ms."""
+        interval_s = self._broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        task_status.started()
+        while True:
+            await trio.sleep(interval_s)
+            await self.abort_timed_out(now_ms())
+            await self.expire_idle_ids(now_ms())
+
+    async def abort_timed_out(self, now: int) -> None:
+        for transactional_id, metadata in list(self._transactions.items()):
+            if metadata.is_expired(now):
+                async with self._locks[transactional_id]:
+                    current = self._transactions.get(transactional_id)
+                    if current is not None and current.is_expired(now_ms()):
+                        log.info(
+                            "transaction_timed_out",
+                            transactional_id=transactional_id,
+                            producer_id=current.producer_id,
+                            epoch=current.producer_epoch,
+                        )
+                        try:
+                            await self._fence_and_abort(current)
+                        except StateLogError as exc:
+                            log.warning("timeout_abort_failed", transactional_id=transactional_id, error=exc.error.name)
+
+    async def expire_idle_ids(self, now: int) -> None:
+        """Forget ids idle for transactional.id.expiration.ms (a tombstone in the log)."""
+        expiration_ms = self._broker.config.get_int("transactional.id.expiration.ms")
+        for transactional_id, metadata in list(self._transactions.items()):
+            if metadata.state in COMPLETED_STATES and metadata.last_update_timestamp_ms + expiration_ms < now:
+                async with self._locks[transactional_id]:
+                    current = self._transactions.get(transactional_id)
+                    if current is metadata:
+                        try:
+                            await self.state_log.write(None, transactional_id)
+                        except StateLogError:
+                            continue
+                        del self._transactions[transactional_id]
+                        log.info("transactional_id_expired", transactional_id=transactional_id)
+
+    # Lookups ---------------------------------------------------------------------------------------------------
+
+    def get(self, transactional_id: str) -> TransactionMetadata | None:
+        return self._transactions.get(transactional_id)
+
+    def all(self) -> list[TransactionMetadata]:
+        return list(self._transactions.values())
+
+    def offsets_partition_for(self, group_id: str) -> tuple[str, int]:
+        """The ``__consumer_offsets`` partition of a group (abs(hashCode) % offsets.topic.num.partitions)."""
+        partitions = self._broker.config.get_int("offsets.topic.num.partitions")
+        return CONSUMER_OFFSETS_TOPIC, partition_for_key(group_id, partitions)
+
+    # InitProducerId --------------------------------------------------------------------------------------------
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, expected_id: int, expected_epoch: int, fenced: ErrorCode
+    ) -> tuple[ErrorCode, int, int]:
+        """Kafka's handleInitProducerId for a transactional id: (error, producer id, epoch)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if not 0 < timeout_ms <= self._max_timeout_ms:
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        self.state_log.ensure_topic()
+        async with self._locks[transactional_id]:
+            metadata = self._transactions.get(transactional_id)
+            now = now_ms()
+            if metadata is None:
+                metadata = TransactionMetadata(
+                    transactional_id,
+                    self._broker.producer_ids.next_id(),
+                    NO_PRODUCER_EPOCH,
+                    timeout_ms,
+                    TxnState.EMPTY,
+                    last_update_timestamp_ms=now,
+                )
+            expected = expected_id != NO_PRODUCER_ID
+            if expected and not self._is_valid_producer_id(metadata, expected_id, expected_epoch):
+                return fenced, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            if metadata.state in PREPARED_STATES:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            if metadata.state == TxnState.ONGOING:
+                # Abort the open transaction first, with a bumped epoch that fences its producer; the client
+                # retries on CONCURRENT_TRANSACTIONS and then gets an epoch of its own.
+                try:
+                    await self._fence_and_abort(metadata)
+                except StateLogError as exc:
+                    return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+                return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            if epoch_exhausted(metadata.producer_epoch) and (not expected or expected_epoch == metadata.producer_epoch):
+                new = metadata.transition(
+                    TxnState.EMPTY,
+                    now,
+                    producer_id=self._broker.producer_ids.next_id(),
+                    producer_epoch=0,
+                    last_producer_id=metadata.producer_id,
+                    last_producer_epoch=metadata.producer_epoch if expected else NO_PRODUCER_EPOCH,
+                    timeout_ms=timeout_ms,
+                    partitions=frozenset(),
+                    start_timestamp_ms=-1,
+                )
+            else:
+                bumped = self._bumped_epoch(metadata, expected_epoch if expected else None)
+                if bumped is None:
+                    return fenced, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+                epoch, last_epoch = bumped
+                new = metadata.transition(
+                    TxnState.EMPTY,
+                    now,
+                    producer_epoch=epoch,
+                    last_producer_epoch=last_epoch,
+                    timeout_ms=timeout_ms,
+                    partitions=frozenset(),
+                    start_timestamp_ms=-1,
+                )
+            try:
+                await self._persist(new)
+            except StateLogError as exc:
+                return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            return ErrorCode.NONE, new.producer_id, new.producer_epoch
+
+    @staticmethod
+    def _is_valid_producer_id(metadata: TransactionMetadata, producer_id: int, epoch: int) -> bool:
+        """Kafka's isValidProducerId: KIP-360 requests must name the current or the previous producer."""
+        return (
+            metadata.producer_epoch == NO_PRODUCER_EPOCH
+            or producer_id == metadata.producer_id
+            or (producer_id == metadata.last_producer_id and epoch_exhausted(epoch))
+        )
+
+    @staticmethod
+    def _bumped_epoch(metadata: TransactionMetadata, expected_epoch: int | None) -> tuple[int, int] | None:
+        """Kafka's prepareIncrementProducerEpoch: (new epoch, last epoch), or None when the caller is fenced."""
+        bumped = metadata.producer_epoch + 1
+        if expected_epoch is None:
+            return bumped, NO_PRODUCER_EPOCH
+        if metadata.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == metadata.producer_epoch:
+            return bumped, metadata.producer_epoch
+        if expected_epoch == metadata.last_producer_epoch:
+            # A retry of a bump whose answer was lost: hand out the same epoch again.
+            return metadata.producer_epoch, metadata.last_producer_epoch
+        return None
+
+    # AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------------------------
+
+    def _check_producer(
+        self, metadata: TransactionMetadata | None, producer_id: int, epoch: int, fenced: ErrorCode
+    ) -> ErrorCode:
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if metadata.producer_epoch != epoch:
+            return fenced
+        if metadata.state in PREPARED_STATES or metadata.state == TxnState.PREPARE_EPOCH_FENCE:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.NONE
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        fenced: ErrorCode,
+    ) -> ErrorCode:
+        """Add partitions to the transaction (starting it, and its timer, on the first); persisted before answering."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        wanted = frozenset(partitions)
+        async with self._locks[transactional_id]:
+            metadata = self._transactions.get(transactional_id)
+            error = self._check_producer(metadata, producer_id, epoch, fenced)
+            if error != ErrorCode.NONE or metadata is None:
+                return error
+            if metadata.state == TxnState.ONGOING and wanted <= metadata.partitions:
+                return ErrorCode.NONE
+            now = now_ms()
+            start = metadata.start_timestamp_ms if metadata.state == TxnState.ONGOING else now
+            new = metadata.transition(
+                TxnState.ONGOING, now, partitions=metadata.partitions | wanted, start_timestamp_ms=start
+            )
+            try:
+                await self._persist(new)
+            except StateLogError as exc:
+                return exc.error
+            return ErrorCode.NONE
+
+    # EndTxn ----------------------------------------------------------------------------------------------------
+
+    async def end_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, fenced: ErrorCode
+    ) -> ErrorCode:
+        """Kafka's handleEndTransaction from a client: prepare, write markers, complete."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        async with self._locks[transactional_id]:
+            metadata = self._transactions.get(transactional_id)
+            if metadata is None or metadata.producer_id != producer_id:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            if epoch != metadata.producer_epoch:
+                return fenced
+            state = metadata.state
+            if state == TxnState.ONGOING:
+                try:
+                    await self._prepare_and_complete(metadata, commit)
+                except StateLogError as exc:
+                    return exc.error
+                return ErrorCode.NONE
+            if state == TxnState.COMPLETE_COMMIT:
+                return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
+            if state == TxnState.COMPLETE_ABORT:
+                return ErrorCode.NONE if not commit else ErrorCode.INVALID_TXN_STATE
+            if state == TxnState.PREPARE_COMMIT:
+                return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
+            if state == TxnState.PREPARE_ABORT:
+                return ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
+
+    async def _fence_and_abort(self, metadata: TransactionMetadata) -> None:
+        """Bump the epoch (fencing the current producer) and abort the ongoing transaction with it."""
+        epoch = metadata.producer_epoch if epoch_exhausted(metadata.producer_epoch) else metadata.producer_epoch + 1
+        fencing = metadata.transition(TxnState.PREPARE_EPOCH_FENCE, now_ms(), producer_epoch=epoch)
+        await self._prepare_and_complete(fencing, commit=False)
+
+    async def _prepare_and_complete(self, metadata: TransactionMetadata, commit: bool) -> None:
+        prepared = metadata.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms())
+        await self._persist(prepared)
+        fault_point("txn.after_prepare")
+        await self._complete(prepared)
+
+    async def _complete(self, prepared: TransactionMetadata) -> None:
+        """Write the markers of a prepared transaction, then its Complete* record (not waited for)."""
+        commit = prepared.state == TxnState.PREPARE_COMMIT
+        marker = TxnMarker(
+            prepared.producer_id, prepared.producer_epoch, COORDINATOR_EPOCH, commit, prepared.partitions
+        )
+        await self._write_markers(marker)
+        fault_point("txn.before_complete")
+        completed = prepared.transition(
+            TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, now_ms(), partitions=frozenset()
+        )
+        await self._persist(completed, wait=False)
+
+    async def _write_markers(self, marker: TxnMarker) -> None:
+        """Write markers until every partition has one; partitions deleted meanwhile are dropped, as in Kafka."""
+        remaining = marker.partitions
+        for attempt in range(MARKER_RETRIES):
+            errors = await self._markers.write(dataclasses.replace(marker, partitions=remaining))
+            remaining = frozenset(
+                tp
+                for tp, error in errors.items()
+                if error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            )
+            if not remaining:
+                return
+            log.warning(
+                "marker_write_failed",
+                producer_id=marker.producer_id,
+                attempt=attempt,
+                errors={f"{t}-{p}": errors[(t, p)].name for t, p in remaining},
+            )
+            await trio.sleep(MARKER_RETRY_BACKOFF_S)
+        raise StateLogError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    async def _persist(self, metadata: TransactionMetadata, *, wait: bool = True) -> None:
+        await self.state_log.write(metadata, metadata.transactional_id, wait=wait)
+        self._transactions[metadata.transactional_id] = metadata
+
+    # Produce-path check ----------------------------------------------------------------------------------------
+
+    def verify_produce(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> ErrorCode:
+        """A transactional write is accepted only for a partition already added to the producer's open transaction
+        (KIP-890's defence against hanging transactions)."""
+        metadata = self._transactions.get(transactional_id)
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if epoch < metadata.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if metadata.state != TxnState.ONGOING or (topic, partition) not in metadata.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE

@@ -1,0 +1,83 @@
+"""Writing transaction markers: the partition leader's side of WriteTxnMarkers, behind one interface.
+
+The coordinator hands a ``TxnMarker`` to a ``MarkerWriter``. Here the leader of every partition is this broker, so
+``LocalMarkerWriter`` appends the control batches itself (the WriteTxnMarkers handler calls the same function); in a
+cluster a writer that sends WriteTxnMarkers requests to each leader takes its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from oncelog.broker.clock import now_ms
+from oncelog.broker.faults import fault_point
+from oncelog.broker.replica_manager import ReplicaManager
+from oncelog.protocol import ErrorCode
+from oncelog.protocol.records import ControlType, encode_control_batch
+from oncelog.storage.append_origin import AppendOrigin
+
+
+@dataclass(frozen=True)
+class TxnMarker:
+    """The decision for one producer's transaction and the partitions that must learn it."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    partitions: frozenset[tuple[str, int]]
+
+
+class MarkerWriter(Protocol):
+    async def write(self, marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
+        """Append the marker to every partition and return once each is durable; per-partition errors."""
+        ...
+
+
+def append_markers(
+    replicas: ReplicaManager, marker: TxnMarker, partitions: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
+    """Append the control batch to each partition (not yet durable): partition -> (error, end offset)."""
+    batch = encode_control_batch(
+        ControlType.COMMIT if marker.commit else ControlType.ABORT,
+        producer_id=marker.producer_id,
+        producer_epoch=marker.producer_epoch,
+        coordinator_epoch=marker.coordinator_epoch,
+        timestamp_ms=now_ms(),
+    )
+    outcomes: dict[tuple[str, int], tuple[ErrorCode, int]] = {}
+    for topic, partition in partitions:
+        outcome = replicas.append(topic, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
+        end = outcome.result.last_offset + 1 if outcome.result is not None else -1
+        outcomes[(topic, partition)] = (outcome.error, end)
+    return outcomes
+
+
+async def wait_markers_durable(
+    replicas: ReplicaManager, appended: dict[tuple[str, int], tuple[ErrorCode, int]]
+) -> dict[tuple[str, int], ErrorCode]:
+    """Wait until every successfully appended marker is fsynced (one group-committed fsync covers them all)."""
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for (topic, partition), (error, end) in appended.items():
+        if error == ErrorCode.NONE:
+            error = await replicas.wait_durable(topic, partition, end)
+        errors[(topic, partition)] = error
+    return errors
+
+
+class LocalMarkerWriter:
+    """Writes markers to partitions this broker leads."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    async def write(self, marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
+        first, *rest = sorted(marker.partitions) or [None]
+        if first is None:
+            return {}
+        appended = append_markers(self._replicas, marker, [first])
+        fault_point("txn.after_first_marker")
+        appended |= append_markers(self._replicas, marker, rest)
+        return await wait_markers_durable(self._replicas, appended)

@@ -1,0 +1,77 @@
+"""A transactional id's state and Kafka's legal transitions between states (TransactionMetadata, TransactionState)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+#: Kafka's TransactionMetadata.isEpochExhausted: an epoch this high cannot be bumped again (Short.MaxValue - 1).
+EXHAUSTED_EPOCH = 32766
+
+
+class TxnState(enum.IntEnum):
+    """Kafka's TransactionState, with the ids it stores in ``__transaction_state``."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+
+#: Kafka's TransactionState.validPreviousStates.
+VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
+}
+
+COMPLETED_STATES = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+PREPARED_STATES = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
+
+
+class IllegalTransitionError(Exception):
+    """A state change Kafka's coordinator would never make; a bug, not a client error."""
+
+
+def epoch_exhausted(epoch: int) -> bool:
+    return epoch >= EXHAUSTED_EPOCH
+
+
+@dataclass(frozen=True)
+class TransactionMetadata:
+    """Everything the coordinator knows about one transactional id. Immutable: a change makes a new object,
+    which replaces the old one only after it is durable in ``__transaction_state``."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[tuple[str, int]] = field(default_factory=frozenset)
+    start_timestamp_ms: int = -1
+    last_update_timestamp_ms: int = -1
+    #: The previous producer id/epoch, kept in memory so a retried InitProducerId is recognised (KIP-360).
+    last_producer_id: int = NO_PRODUCER_ID
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+
+    def transition(self, state: TxnState, now_ms: int, **changes: object) -> TransactionMetadata:
+        """A copy in ``state`` with ``changes`` applied; raises IllegalTransitionError for an illegal change."""
+        if self.state not in VALID_PREVIOUS_STATES[state]:
+            raise IllegalTransitionError(f"{self.transactional_id}: {self.state.name} -> {state.name}")
+        return dataclasses.replace(self, state=state, last_update_timestamp_ms=now_ms, **changes)  # type: ignore[arg-type]
+
+    def is_expired(self, now_ms: int) -> bool:
+        """An ongoing transaction past its timeout (the coordinator aborts it)."""
+        return self.state == TxnState.ONGOING and self.start_timestamp_ms + self.timeout_ms < now_ms

@@ -1,0 +1,134 @@
+"""The ``__transaction_state`` topic: where every transaction state change is made durable, and read back at start.
+
+Each change is one record (key: transactional id, value: the metadata; a null value is a tombstone) appended to the
+partition ``abs(hashCode(transactional.id)) % transaction.state.log.num.partitions`` and fsynced before the
+coordinator acts on it. Loading replays every partition from its start: the last record per key wins (the
+compacted-topic rule), so the result does not depend on compaction having run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from oncelog.broker.clock import now_ms
+from oncelog.broker.metadata import TRANSACTION_STATE_TOPIC
+from oncelog.broker.txn.metadata import TransactionMetadata, TxnState
+from oncelog.protocol import ErrorCode
+from oncelog.protocol.internal.java_hash import partition_for_key
+from oncelog.protocol.internal.transaction_log import (
+    TxnLogValue,
+    decode_txn_log_key,
+    decode_txn_log_value,
+    encode_txn_log_key,
+    encode_txn_log_value,
+)
+from oncelog.protocol.records import SimpleRecord, encode_batch, iter_batches
+from oncelog.storage.append_origin import AppendOrigin
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+#: Kafka's transaction.state.log.segment.bytes default.
+TRANSACTION_STATE_SEGMENT_BYTES = 104857600
+_READ_CHUNK = 8 * 1024 * 1024
+
+
+class StateLogError(Exception):
+    """A state change could not be made durable; the coordinator answers with ``error``."""
+
+    def __init__(self, error: ErrorCode) -> None:
+        super().__init__(error.name)
+        self.error = error
+
+
+def to_log_value(metadata: TransactionMetadata) -> TxnLogValue:
+    partitions: dict[str, list[int]] = {}
+    for topic, partition in sorted(metadata.partitions):
+        partitions.setdefault(topic, []).append(partition)
+    return TxnLogValue(
+        producer_id=metadata.producer_id,
+        producer_epoch=metadata.producer_epoch,
+        transaction_timeout_ms=metadata.timeout_ms,
+        state=int(metadata.state),
+        partitions=partitions,
+        last_update_timestamp_ms=metadata.last_update_timestamp_ms,
+        start_timestamp_ms=metadata.start_timestamp_ms,
+    )
+
+
+def from_log_value(transactional_id: str, value: TxnLogValue) -> TransactionMetadata:
+    return TransactionMetadata(
+        transactional_id=transactional_id,
+        producer_id=value.producer_id,
+        producer_epoch=value.producer_epoch,
+        timeout_ms=value.transaction_timeout_ms,
+        state=TxnState(value.state),
+        partitions=frozenset((t, p) for t, ps in value.partitions.items() for p in ps),
+        start_timestamp_ms=value.start_timestamp_ms,
+        last_update_timestamp_ms=value.last_update_timestamp_ms,
+    )
+
+
+class TransactionStateLog:
+    """Appends state changes durably and replays them at start."""
+
+    def __init__(self, broker: BrokerNode) -> None:
+        self._broker = broker
+        self.num_partitions = broker.config.get_int("transaction.state.log.num.partitions")
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for_key(transactional_id, self.num_partitions)
+
+    def ensure_topic(self) -> None:
+        """Create ``__transaction_state`` on first use, as Kafka does."""
+        self._broker.topics.ensure_internal(
+            TRANSACTION_STATE_TOPIC, self.num_partitions, {"segment.bytes": str(TRANSACTION_STATE_SEGMENT_BYTES)}
+        )
+
+    async def write(self, metadata: TransactionMetadata | None, transactional_id: str, *, wait: bool = True) -> None:
+        """Append the new state (None: a tombstone); with ``wait``, return once it is durable.
+
+        Raises StateLogError when the append fails.
+        """
+        self.ensure_topic()
+        value = encode_txn_log_value(to_log_value(metadata)) if metadata is not None else None
+        batch = encode_batch([SimpleRecord(encode_txn_log_key(transactional_id), value)], now_ms=now_ms())
+        partition = self.partition_for(transactional_id)
+        replicas = self._broker.replicas
+        outcome = replicas.append(TRANSACTION_STATE_TOPIC, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
+        if outcome.error != ErrorCode.NONE or outcome.result is None:
+            raise StateLogError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if wait:
+            error = await replicas.wait_durable(TRANSACTION_STATE_TOPIC, partition, outcome.result.last_offset + 1)
+            if error != ErrorCode.NONE:
+                raise StateLogError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    def load(self) -> dict[str, TransactionMetadata]:
+        """Replay every partition: the last record per transactional id wins; tombstones delete."""
+        states: dict[str, TransactionMetadata] = {}
+        for partition in range(self.num_partitions):
+            for key, value in self._records(partition):
+                transactional_id = decode_txn_log_key(key)
+                decoded = decode_txn_log_value(value)
+                if decoded is None:
+                    states.pop(transactional_id, None)
+                else:
+                    states[transactional_id] = from_log_value(transactional_id, decoded)
+        return states
+
+    def _records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        partition_log = self._broker.logs.get(TRANSACTION_STATE_TOPIC, partition)
+        if partition_log is None:
+            return
+        offset = partition_log.log_start_offset
+        end = partition_log.log_end_offset
+        while offset < end:
+            chunk = partition_log.read(offset, _READ_CHUNK, max_offset=end)
+            if not chunk:
+                break
+            for header, records in iter_batches(chunk):
+                for record in records:
+                    if record.offset >= offset and record.key is not None:
+                        yield record.key, record.value
+                offset = max(offset, header.next_offset)
