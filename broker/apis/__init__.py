@@ -9,11 +9,14 @@ from oncelog.broker.apis import (
     create_topics,
     delete_topics,
     describe_configs,
+    describe_producers,
+    describe_transactions,
     end_txn,
     fetch,
     find_coordinator,
     init_producer_id,
     list_offsets,
+    list_transactions,
     metadata,
     produce,
     write_txn_markers,
@@ -36,6 +39,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
     ApiKey.END_TXN: end_txn.handle,
     ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
+    ApiKey.DESCRIBE_PRODUCERS: describe_producers.handle,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
+    ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
 }
 
 # Advertise only what is implemented: every advertised key has a handler and vice versa.

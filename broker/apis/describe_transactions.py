@@ -1,0 +1,40 @@
+"""DescribeTransactions (65, KIP-664): the coordinator's view of each transactional id."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oncelog.broker.request import Request
+from oncelog.protocol import ErrorCode
+from oncelog.protocol.internal.transaction_log import TxnStateCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+
+def _describe(broker: BrokerNode, transactional_id: str) -> dict:
+    metadata = broker.transactions.get(transactional_id)
+    if metadata is None:
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": transactional_id,
+                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                "producer_id": -1, "producer_epoch": -1, "topics": []}
+    topics: dict[str, list[int]] = {}
+    for topic, partition in sorted(metadata.partitions):
+        topics.setdefault(topic, []).append(partition)
+    return {
+        "error_code": ErrorCode.NONE,
+        "transactional_id": transactional_id,
+        "transaction_state": TxnStateCode(metadata.state).kafka_name,
+        "transaction_timeout_ms": metadata.timeout_ms,
+        "transaction_start_time_ms": metadata.start_timestamp_ms,
+        "producer_id": metadata.producer_id,
+        "producer_epoch": metadata.producer_epoch,
+        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+    }
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "transaction_states": [_describe(broker, t) for t in request.body.transactional_ids],
+    }
