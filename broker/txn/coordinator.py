@@ -69,11 +69,19 @@ class TransactionCoordinator:
         log.info("transactions_loaded", transactional_ids=len(self._transactions), to_complete=pending)
 
     async def complete_pending(self) -> None:
-        """Finish transactions a crash left between PrepareCommit/PrepareAbort and Complete*."""
-        for metadata in list(self._transactions.values()):
-            if metadata.state in PREPARED_STATES:
-                async with self._locks[metadata.transactional_id]:
-                    await self._complete(metadata)
+        """Finish transactions left between PrepareCommit/PrepareAbort and Complete* (by a crash, or by marker
+        writes that kept failing)."""
+        for transactional_id, metadata in list(self._transactions.items()):
+            if metadata.state not in PREPARED_STATES:
+                continue
+            async with self._locks[transactional_id]:
+                current = self._transactions.get(transactional_id)
+                if current is None or current.state not in PREPARED_STATES:
+                    continue
+                try:
+                    await self._complete(current)
+                except StateLogError as exc:
+                    log.warning("completion_failed", transactional_id=transactional_id, error=exc.error.name)
 
     async def run_expiration(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Abort timed-out transactions every transaction.abort.timed.out.transaction.cleanup.interval.ms."""
@@ -83,6 +91,7 @@ class TransactionCoordinator:
             await trio.sleep(interval_s)
             await self.abort_timed_out(now_ms())
             await self.expire_idle_ids(now_ms())
+            await self.complete_pending()  # prepared transactions whose markers could not be written earlier
 
     async def abort_timed_out(self, now: int) -> None:
         for transactional_id, metadata in list(self._transactions.items()):
