@@ -3,7 +3,8 @@
 Two modes, chosen by Kafka's flush properties (see broker.config):
 
 * **fsync before acknowledging** (``log.flush.interval.messages=1``, the default here): an append marks its log dirty;
-  one flusher task fsyncs every dirty log in a worker thread, then advances each log's high watermark to what is now
+  one flusher task fdatasyncs every dirty log's data in worker threads (in parallel), then advances each log's high
+  watermark to what is now
   durable and wakes the requests waiting for it. Appends that arrive during an fsync are covered by the next one, so
   concurrent producers share fsyncs (group commit). Consumers only ever see durable data.
 * **page cache** (larger ``log.flush.interval.messages`` or a ``log.flush.interval.ms``): the high watermark advances
@@ -89,7 +90,7 @@ class LogFlusher:
 
     async def wait_durable(self, partition_log: PartitionLog, end_offset: int) -> None:
         """Return once every offset below ``end_offset`` is fsynced; raises KafkaStorageError if the fsync failed."""
-        if not self.fsync_before_ack or partition_log.recovery_point >= end_offset:
+        if not self.fsync_before_ack or partition_log.durable_offset >= end_offset:
             return
         waiter = _Waiter(end_offset)
         self._state(partition_log).waiters.append(waiter)
@@ -116,6 +117,12 @@ class LogFlusher:
             if self._dirty:
                 await self.flush_dirty()
 
+    @staticmethod
+    async def _flush_one(
+        partition_log: PartitionLog, end_offset: int, outcomes: list[BaseException | None], index: int
+    ) -> None:
+        outcomes[index] = await trio.to_thread.run_sync(_flush_data, partition_log, end_offset)
+
     def _add_overdue_logs(self) -> None:
         if self._interval_ms < 0:
             return
@@ -125,14 +132,18 @@ class LogFlusher:
                 self._dirty.add(partition_log)
 
     async def flush_dirty(self) -> None:
-        """fsync every dirty log in one worker-thread call, then release the waiters it covers."""
+        """fdatasync every dirty log (one worker thread each), then release the waiters it covers."""
         batch = [(partition_log, partition_log.log_end_offset) for partition_log in self._dirty]
         self._dirty = set()
         for partition_log, _ in batch:
             self._state(partition_log).unflushed_messages = 0
         self._in_flight = dict(batch)
+        outcomes: list[BaseException | None] = [None] * len(batch)
         try:
-            outcomes = await trio.to_thread.run_sync(_flush_all, batch)
+            # One worker thread per log, so their fsyncs overlap (the device handles them in parallel).
+            async with trio.open_nursery() as nursery:
+                for index, (partition_log, end_offset) in enumerate(batch):
+                    nursery.start_soon(self._flush_one, partition_log, end_offset, outcomes, index)
         finally:
             self._in_flight = {}
         self.fsyncs += 1
@@ -161,14 +172,10 @@ class LogFlusher:
                 self._mark_dirty(partition_log)
 
 
-def _flush_all(batch: list[tuple[PartitionLog, int]]) -> list[BaseException | None]:
-    """Runs in a worker thread: fsync each log up to its offset, collecting failures instead of raising."""
-    outcomes: list[BaseException | None] = []
-    for partition_log, end_offset in batch:
-        try:
-            partition_log.flush(end_offset)
-        except (OSError, KafkaStorageError) as exc:
-            outcomes.append(exc)
-        else:
-            outcomes.append(None)
-    return outcomes
+def _flush_data(partition_log: PartitionLog, end_offset: int) -> BaseException | None:
+    """Runs in a worker thread: make the log's data durable up to ``end_offset``; a failure is returned."""
+    try:
+        partition_log.flush_data(end_offset)
+    except (OSError, KafkaStorageError) as exc:
+        return exc
+    return None

@@ -140,7 +140,9 @@ class BrokerNode:
                     )
 
     async def _checkpoint_loop(self) -> None:
+        """Every log.flush.offset.checkpoint.interval.ms: fsync everything (indexes too) and save recovery points,
+        bounding how much a restart after a crash must revalidate."""
         interval_s = self.config.get_int("log.flush.offset.checkpoint.interval.ms") / 1000
         while True:
             await trio.sleep(interval_s)
-            await trio.to_thread.run_sync(self.logs.checkpoint)
+            await trio.to_thread.run_sync(self.logs.flush_and_checkpoint)

@@ -99,6 +99,8 @@ class PartitionLog:
         self.log_end_offset = 0
         self.high_watermark = 0
         self.recovery_point = 0
+        #: Offsets below this are on disk (fdatasync'd .log files); >= recovery_point.
+        self.durable_offset = 0
         self.recovered_segments = 0  # how many segments the last open scanned for recovery
         self.rebuilt_txn_indexes = 0  # .txnindex files rewritten by the last producer-state rebuild (open/truncate)
         self.producer_state = ProducerStateManager(directory, config.producer_id_expiration_ms)
@@ -138,6 +140,7 @@ class PartitionLog:
         log.log_start_offset = max(log_start_offset, segments[0].base_offset)
         log.high_watermark = log.log_end_offset
         log.recovery_point = log.log_end_offset if clean_shutdown else min(recovery_point, log.log_end_offset)
+        log.durable_offset = log.recovery_point
         log._rebuild_producer_state(log.log_end_offset if clean_shutdown else log.recovery_point, now_ms)
         log.producer_state.on_high_watermark(log.high_watermark)
         return log
@@ -484,6 +487,7 @@ class PartitionLog:
         with self._lock:
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
+            self.durable_offset = max(self.durable_offset, self.recovery_point)
         self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
         self.producer_state.on_high_watermark(self.log_start_offset)
         return len(deletable)
@@ -512,6 +516,7 @@ class PartitionLog:
             self.log_end_offset = self.active_segment.next_offset
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.durable_offset = min(self.durable_offset, self.log_end_offset)
         fsync_dir(self.directory)
         self._rebuild_producer_state(self.log_end_offset, None)
         self.producer_state.on_high_watermark(self.high_watermark)
@@ -519,34 +524,60 @@ class PartitionLog:
     # ------------------------------------------------------------------------------------------ durability
     def flush(self, up_to: int | None = None) -> None:
         """fsync every segment and index holding data below ``up_to`` (default: the log end), then advance
-        ``recovery_point``. Safe to call from a worker thread while the owning thread appends and reads.
+        ``recovery_point`` (and ``durable_offset``). Safe to call from a worker thread while the owning thread
+        appends and reads.
         """
+        end = self._sync(up_to, self.recovery_point, data_only=False)
+        if end is not None:
+            with self._lock:
+                self.recovery_point = max(self.recovery_point, min(end, self.log_end_offset))
+                self.durable_offset = max(self.durable_offset, self.recovery_point)
+
+    def flush_data(self, up_to: int | None = None) -> None:
+        """fdatasync the ``.log`` files holding data below ``up_to``, then advance ``durable_offset``.
+
+        This is what acknowledging needs: after a crash, recovery revalidates everything above the recovery point
+        by CRC and rebuilds the indexes, so the index files need not be synced on the acknowledgement path (``flush``
+        syncs them, and only it advances the recovery point). Safe to call from a worker thread.
+        """
+        end = self._sync(up_to, self.durable_offset, data_only=True)
+        if end is not None:
+            with self._lock:
+                self.durable_offset = max(self.durable_offset, min(end, self.log_end_offset))
+
+    def _sync(self, up_to: int | None, synced: int, *, data_only: bool) -> int | None:
+        """Sync the files of the segments holding offsets [synced, up_to); the end offset, or None if nothing to do
+        (or a truncation happened meanwhile)."""
         with self._lock:
             end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-            if end <= self.recovery_point:
-                return
+            if end <= synced:
+                return None
             generation = self._truncations
             fds: list[int] = []
             try:
                 for segment in self._segments:
-                    if segment.base_offset < end and segment.next_offset > self.recovery_point:
-                        for fd in (segment.fd, segment.offset_index.fd, segment.time_index.fd, segment.txn_index.fd):
-                            fds.append(os.dup(fd))
+                    if segment.base_offset < end and segment.next_offset > synced:
+                        files = (
+                            (segment.fd,)
+                            if data_only
+                            else (segment.fd, segment.offset_index.fd, segment.time_index.fd, segment.txn_index.fd)
+                        )
+                        fds.extend(os.dup(fd) for fd in files)
             except OSError as exc:
                 for fd in fds:
                     os.close(fd)
                 raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
+        sync = os.fdatasync if data_only else os.fsync
         try:
             for fd in fds:
-                os.fsync(fd)
+                sync(fd)
         except OSError as exc:
             raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
         finally:
             for fd in fds:
                 os.close(fd)
         with self._lock:
-            if generation == self._truncations:
-                self.recovery_point = max(self.recovery_point, min(end, self.log_end_offset))
+            return end if generation == self._truncations else None
 
     def close(self) -> None:
         """Flush, snapshot the producer state at the log end, close every file."""

@@ -97,6 +97,12 @@ class LogManager:
     def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
 
+    def flush_and_checkpoint(self) -> None:
+        """fsync every log fully (data and indexes), then checkpoint the advanced recovery points."""
+        for log in list(self._logs.values()):
+            log.flush()
+        self.checkpoint()
+
     def checkpoint(self) -> None:
         """Atomically write the recovery-point and log-start-offset checkpoints of every log."""
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import InvalidTransactionTimeout, KafkaError, ProducerFenced
 from support.broker import BrokerProcess
 from support.dataset import Consumed, Delivered, make_records
-from support.txn import TXN_BROKER_SETTINGS, TxnLog, check_consumed, check_delivered, round_robin
+from support.txn import (
+    ERR_INVALID_TRANSACTION_TIMEOUT,
+    TXN_BROKER_SETTINGS,
+    TxnLog,
+    check_consumed,
+    check_delivered,
+    round_robin,
+)
 
 PARTITIONS = 3
 DEADLINE_S = 30.0
@@ -287,7 +294,7 @@ def test_transaction_timeout_above_broker_max(bootstrap: str) -> None:
         with pytest.raises(InvalidTransactionTimeout) as exc:
             async with txn_producer(bootstrap, transaction_timeout_ms=900_001):
                 pass
-        assert exc.value.errno == 50
+        assert exc.value.errno == ERR_INVALID_TRANSACTION_TIMEOUT
         async with txn_producer(bootstrap, transaction_timeout_ms=900_000) as producer:
             await producer.begin_transaction()
             await producer.abort_transaction()

@@ -276,6 +276,20 @@ def test_flush_advances_recovery_point(tmp_path: Path) -> None:
     assert log.recovery_point <= 5
 
 
+def test_flush_data_makes_data_durable_without_moving_the_recovery_point(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=2000))
+    fill(log, 40)
+    assert len(log.segments) > 1
+    log.flush_data(25)
+    assert (log.durable_offset, log.recovery_point) == (25, 0)
+    log.flush_data()
+    assert log.durable_offset == log.log_end_offset
+    log.flush(10)
+    assert (log.recovery_point, log.durable_offset) == (10, log.log_end_offset)
+    log.truncate_to(5)
+    assert log.durable_offset <= 5 and log.recovery_point <= 5
+
+
 def test_concurrent_flush_and_appends(tmp_path: Path) -> None:
     log = open_log(tmp_path, LogConfig(segment_bytes=4000, index_interval_bytes=300, retention_ms=0))
     errors: list[BaseException] = []

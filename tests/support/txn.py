@@ -19,10 +19,7 @@ from .dataset import CheckReport, Consumed, Delivered, SampleRecord
 
 T = TypeVar("T")
 
-ERR_INVALID_PRODUCER_EPOCH = 47  # Kafka error INVALID_PRODUCER_EPOCH
 ERR_INVALID_TRANSACTION_TIMEOUT = 50  # Kafka error INVALID_TRANSACTION_TIMEOUT
-ERR_PRODUCER_FENCED = 90  # Kafka error PRODUCER_FENCED
-FENCING_CODES = frozenset({ERR_INVALID_PRODUCER_EPOCH, ERR_PRODUCER_FENCED})
 
 # transaction.abort.timed.out.transaction.cleanup.interval.ms: Kafka default 10000; lowered so that the tests
 # see timed-out transactions aborted within about a second of their timeout.
