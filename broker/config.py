@@ -96,6 +96,20 @@ PROPERTIES: dict[str, PropertySpec] = {
             "transactional.id.expiration.ms", int, 604800000, "Idle transactional ids are forgotten after this."
         ),
         PropertySpec("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets."),
+        PropertySpec(
+            "offsets.retention.minutes", int, 10080, "Committed offsets of an empty group expire after this."
+        ),
+        PropertySpec("offsets.retention.check.interval.ms", int, 600000, "How often stale offsets are expired."),
+        PropertySpec("offset.metadata.max.bytes", int, 4096, "Largest metadata string of a committed offset."),
+        PropertySpec(
+            "group.initial.rebalance.delay.ms",
+            int,
+            3000,
+            "How long the first rebalance of an empty group waits for more members to join.",
+        ),
+        PropertySpec("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for."),
+        PropertySpec("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for."),
+        PropertySpec("group.max.size", int, 2147483647, "Most members a consumer group may have."),
     )
 }
 

@@ -16,6 +16,7 @@ import trio
 from oncelog.broker.clock import now_ms
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.flusher import LogFlusher
+from oncelog.broker.group.coordinator import GroupCoordinator
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, MetadataStore
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
@@ -68,6 +69,7 @@ class BrokerNode:
         self.producer_ids = ProducerIdAllocator(self.data_dir / "producer-id-block")
         self.topics = TopicManager(self)
         self.transactions = TransactionCoordinator(self, LocalMarkerWriter(self.replicas))
+        self.groups = GroupCoordinator(self)
         self.port: int | None = None
 
     @property
@@ -96,6 +98,7 @@ class BrokerNode:
         self.logs.load(now_ms())
         for topic in self.metadata.topics.values():
             self.topics.ensure_logs(topic)
+        self.groups.load()
         self.transactions.load()
         log.info(
             "loaded",
@@ -112,6 +115,7 @@ class BrokerNode:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
+                await nursery.start(self.groups.run)
                 await self.transactions.complete_pending()
                 await nursery.start(self.transactions.run_expiration)
                 nursery.start_soon(self._retention_loop)

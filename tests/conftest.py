@@ -26,6 +26,9 @@ from support.broker import BrokerProcess
 from support.mock_cluster import MockCluster
 
 ENV_BOOTSTRAP = "ONCELOG_TEST_BOOTSTRAP"
+#: Broker settings of the test brokers: the first rebalance of a group does not wait the default 3 s
+#: (group.initial.rebalance.delay.ms), and members may ask for session timeouts down to 1 s.
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
 _topic_counter = itertools.count()
 
 
@@ -50,7 +53,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess |
     if external_bootstrap():
         yield None
         return
-    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
+    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", settings=GROUP_SETTINGS)
     try:
         proc.start()
         yield proc
@@ -73,7 +76,7 @@ def own_broker(tmp_path: os.PathLike[str]) -> Iterator[BrokerProcess]:
     """A fresh broker for one test that may kill/restart it; always stopped afterwards."""
     if external_bootstrap():
         pytest.skip(f"{ENV_BOOTSTRAP} is set: cannot kill/restart an external broker")
-    proc = BrokerProcess(os.path.join(tmp_path, "data"))
+    proc = BrokerProcess(os.path.join(tmp_path, "data"), settings=GROUP_SETTINGS)
     try:
         proc.start()
         yield proc

@@ -7,7 +7,8 @@ cluster a writer that sends WriteTxnMarkers requests to each leader takes its pl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +31,17 @@ class TxnMarker:
     partitions: frozenset[tuple[str, int]]
 
 
+#: ``listener(topic, partition, producer_id, commit)``: told of every marker appended to a partition.
+MarkerListener = Callable[[str, int, int, bool], None]
+_LISTENERS: weakref.WeakKeyDictionary[ReplicaManager, list[MarkerListener]] = weakref.WeakKeyDictionary()
+
+
+def add_marker_listener(replicas: ReplicaManager, listener: MarkerListener) -> None:
+    """Call ``listener`` for each marker appended through ``replicas`` from now on (the group coordinator uses it
+    to commit or drop transactional offsets once the marker is in ``__consumer_offsets``)."""
+    _LISTENERS.setdefault(replicas, []).append(listener)
+
+
 class MarkerWriter(Protocol):
     async def write(self, marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
         """Append the marker to every partition and return once each is durable; per-partition errors."""
@@ -39,7 +51,10 @@ class MarkerWriter(Protocol):
 def append_markers(
     replicas: ReplicaManager, marker: TxnMarker, partitions: Iterable[tuple[str, int]]
 ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
-    """Append the control batch to each partition (not yet durable): partition -> (error, end offset)."""
+    """Append the control batch to each partition (not yet durable): partition -> (error, end offset).
+
+    Every successful append is reported to the listeners registered for ``replicas``, in order.
+    """
     batch = encode_control_batch(
         ControlType.COMMIT if marker.commit else ControlType.ABORT,
         producer_id=marker.producer_id,
@@ -52,6 +67,9 @@ def append_markers(
         outcome = replicas.append(topic, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
         end = outcome.result.last_offset + 1 if outcome.result is not None else -1
         outcomes[(topic, partition)] = (outcome.error, end)
+        if outcome.error == ErrorCode.NONE:
+            for listener in _LISTENERS.get(replicas, ()):
+                listener(topic, partition, marker.producer_id, marker.commit)
     return outcomes
 
 

@@ -1,0 +1,14 @@
+"""DescribeGroups (15): state, protocol and members of groups (unknown groups are reported Dead)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oncelog.broker.request import Request
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict:
+    return {"throttle_time_ms": 0, "groups": [broker.groups.describe(g) for g in request.body.groups]}

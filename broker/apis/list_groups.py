@@ -1,0 +1,16 @@
+"""ListGroups (16): every group of this coordinator (v4+: only those in the requested states)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oncelog.broker.request import Request
+from oncelog.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict:
+    groups = broker.groups.list_groups(list(request.body.states_filter))
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

@@ -1,0 +1,257 @@
+"""A classic consumer group's in-memory state (Kafka's GroupMetadata / MemberMetadata), with no I/O.
+
+Guarantees: state changes follow Kafka's GroupState.validPreviousStates (anything else raises
+IllegalGroupTransitionError); the leader is always a current member (or None when there are none); the static
+member map (group.instance.id -> member id) only names current members.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+
+import trio
+from oncelog.protocol.internal.group_log import OffsetValue
+
+
+class GroupState(enum.Enum):
+    """Kafka's classic group states; ``.value`` is the name DescribeGroups / ListGroups report."""
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.DEAD: frozenset(GroupState),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+    ),
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+}
+
+
+class IllegalGroupTransitionError(Exception):
+    """A state change Kafka's coordinator never makes; a bug, not a client error."""
+
+
+class Reply:
+    """A response a waiting JoinGroup / SyncGroup handler receives once the rebalance gets far enough."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.value: object = None
+
+    def set(self, value: object) -> None:
+        self.value = value
+        self.event.set()
+
+    async def wait(self) -> object:
+        await self.event.wait()
+        return self.value
+
+
+@dataclass
+class Member:
+    """One member of a group, and the JoinGroup / SyncGroup response it may be waiting for."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    #: (name, metadata) in the member's order of preference.
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    #: Set while a JoinGroup / SyncGroup of this member waits for the rebalance to progress.
+    join_reply: Reply | None = None
+    sync_reply: Reply | None = None
+    #: trio.current_time() of the last heartbeat, join or sync.
+    last_heartbeat_s: float = 0.0
+    #: Joined in the current rebalance and never got a JoinGroup answer (Kafka's isNew).
+    is_new: bool = False
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_reply is not None
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_reply is not None
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        raise KeyError(protocol)
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        """The same protocols with the same metadata, in the same order."""
+        return self.protocols == protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        """The member's most preferred protocol among ``candidates``."""
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError("member supports none of the candidate protocols")
+
+    def answer_join(self, result: dict) -> None:
+        """Complete a waiting JoinGroup (no-op when none waits)."""
+        if self.join_reply is not None:
+            self.join_reply.set(result)
+            self.join_reply = None
+            self.is_new = False
+
+    def answer_sync(self, error: int, assignment: bytes) -> None:
+        """Complete a waiting SyncGroup with (error, assignment) (no-op when none waits)."""
+        if self.sync_reply is not None:
+            self.sync_reply.set((error, assignment))
+            self.sync_reply = None
+
+
+@dataclass
+class CommittedOffset:
+    """A committed offset and the ``__consumer_offsets`` offset of its record (a later record wins)."""
+
+    value: OffsetValue
+    record_offset: int
+
+
+@dataclass
+class Group:
+    """One group: membership, generation, protocol, offsets (committed and pending transactional)."""
+
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    #: Member ids handed out with MEMBER_ID_REQUIRED, not joined yet -> when they expire (trio.current_time()).
+    pending_members: dict[str, float] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    state_timestamp_ms: int = -1
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    #: producer id -> partition -> offset written by TxnOffsetCommit, waiting for the transaction's marker.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    #: When the join phase ends (trio.current_time()); None outside PreparingRebalance.
+    join_deadline_s: float | None = None
+    #: The first rebalance of an empty group waits group.initial.rebalance.delay.ms, extended while members arrive.
+    initial_delay_remaining_ms: int | None = None
+    new_member_added: bool = False
+
+    # State --------------------------------------------------------------------------------------------------
+
+    def is_(self, state: GroupState) -> bool:
+        return self.state is state
+
+    def transition(self, state: GroupState, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS_STATES[state]:
+            raise IllegalGroupTransitionError(f"{self.group_id}: {self.state.value} -> {state.value}")
+        self.state = state
+        self.state_timestamp_ms = now_ms
+
+    @property
+    def can_rebalance(self) -> bool:
+        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+
+    # Members ------------------------------------------------------------------------------------------------
+
+    def add(self, member: Member) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.pending_members.pop(member.member_id, None)
+
+    def remove(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
+            del self.static_members[member.group_instance_id]
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+        """Give a rejoining static member its new member id (the old id is fenced from now on)."""
+        member = self.members.pop(old_id)
+        # A waiting JoinGroup / SyncGroup of the old id is answered with FENCED_INSTANCE_ID by the caller.
+        member.member_id = new_id
+        self.members[new_id] = member
+        self.static_members[instance_id] = new_id
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        return member
+
+    def static_member_fenced(self, member_id: str, instance_id: str | None) -> bool:
+        """Kafka's isStaticMemberFenced: the instance id is known under another member id."""
+        if instance_id is None:
+            return False
+        known = self.static_members.get(instance_id)
+        return known is not None and known != member_id
+
+    @property
+    def all_joined(self) -> bool:
+        """Every member has rejoined and no MEMBER_ID_REQUIRED member is outstanding."""
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    # Protocols ----------------------------------------------------------------------------------------------
+
+    def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """Kafka's supportsProtocols: an empty group takes any non-empty set; otherwise the type must match and
+        one of the member's protocols must be supported by every current member."""
+        if not self.members:
+            return bool(protocol_type) and bool(protocols)
+        if protocol_type != self.protocol_type:
+            return False
+        counts = self._protocol_counts()
+        return any(counts[name] == len(self.members) for name, _ in protocols)
+
+    def _protocol_counts(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for member in self.members.values():
+            counts.update({name for name, _ in member.protocols})
+        return counts
+
+    def select_protocol(self) -> str:
+        """Kafka's selectProtocol: among protocols every member supports, the one most members prefer (ties go
+        to the candidate listed first by the group's members)."""
+        counts = self._protocol_counts()
+        ordered = [name for m in self.members.values() for name, _ in m.protocols]
+        candidates = {name for name in ordered if counts[name] == len(self.members)}
+        votes = Counter(member.vote(candidates) for member in self.members.values())
+        best = max(votes.values())
+        return next(name for name in ordered if votes.get(name) == best)
+
+    # Offsets ------------------------------------------------------------------------------------------------
+
+    def has_pending_txn_offset(self, topic: str, partition: int) -> bool:
+        return any((topic, partition) in offsets for offsets in self.pending_txn_offsets.values())
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool) -> None:
+        """Apply (commit) or drop (abort) a producer's pending offsets; a later plain commit is kept."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for tp, committed in pending.items():
+            current = self.offsets.get(tp)
+            if current is None or current.record_offset < committed.record_offset:
+                self.offsets[tp] = committed

@@ -1,0 +1,329 @@
+"""Committed offsets of the group coordinator: OffsetCommit, TxnOffsetCommit, OffsetFetch, expiration, loading.
+
+Guarantees:
+- An OffsetCommit is answered only after its records are fsynced in ``__consumer_offsets``; the cache changes then.
+- TxnOffsetCommit is accepted only from the transactional id's current producer (id and epoch) whose open
+  transaction holds the group's ``__consumer_offsets`` partition (AddOffsetsToTxn); its offsets are appended as a
+  transactional batch of that producer and stay pending -- invisible to OffsetFetch, reported as
+  UNSTABLE_OFFSET_COMMIT under require_stable -- until the COMMIT marker reaches that partition (ABORT drops them).
+- For one partition of one group, the offset whose record is later in the log wins, whatever the order in which
+  commits and markers complete.
+- ``load`` rebuilds groups, offsets and pending transactional offsets from the log (before serving).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+from oncelog.broker.clock import now_ms
+from oncelog.broker.group.metadata import CommittedOffset, Group, GroupState, Member
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
+from oncelog.broker.txn.metadata import TxnState
+from oncelog.protocol import ErrorCode
+from oncelog.protocol.internal.group_log import OffsetValue, encode_group_key, encode_offset_key, encode_offset_value
+
+if TYPE_CHECKING:
+    from collections import defaultdict
+
+    from oncelog.broker.group.offsets_log import GroupLog
+    from oncelog.broker.node import BrokerNode
+
+log = structlog.get_logger(__name__)
+
+#: Kafka's OffsetFetchResponse.INVALID_OFFSET / NO_METADATA for a partition without a committed offset.
+INVALID_OFFSET = -1
+NO_METADATA = ""
+
+TopicPartition = tuple[str, int]
+
+
+class OffsetsMixin:
+    """The offset half of GroupCoordinator (which provides the attributes declared here)."""
+
+    _broker: BrokerNode
+    group_log: GroupLog
+    _groups: dict[str, Group]
+    _locks: defaultdict[str, trio.Lock]
+    _pending_txn: dict[tuple[int, int], set[str]]
+
+    # Loading ---------------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Rebuild every group from ``__consumer_offsets`` (blocking; before serving)."""
+        for group_id, loaded in self.group_log.load().items():
+            group = Group(group_id, state_timestamp_ms=now_ms())
+            meta = loaded.metadata
+            if meta is not None:
+                group.generation_id = meta.generation
+                group.protocol_type = meta.protocol_type or None
+                group.protocol_name = meta.protocol
+                group.state_timestamp_ms = meta.current_state_timestamp_ms
+                for m in meta.members:
+                    protocols = [(meta.protocol, m.subscription)] if meta.protocol is not None else []
+                    group.add(
+                        Member(
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            rebalance_timeout_ms=m.rebalance_timeout_ms,
+                            session_timeout_ms=m.session_timeout_ms,
+                            protocol_type=meta.protocol_type,
+                            protocols=protocols,
+                            assignment=m.assignment,
+                        )
+                    )
+                if meta.leader in group.members:
+                    group.leader_id = meta.leader
+                group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+            elif not loaded.offsets and not loaded.pending:
+                continue
+            group.offsets = {tp: CommittedOffset(v, o) for tp, (v, o) in loaded.offsets.items()}
+            partition = self.group_log.partition_for(group_id)
+            for producer_id, offsets in loaded.pending.items():
+                group.pending_txn_offsets[producer_id] = {tp: CommittedOffset(v, o) for tp, (v, o) in offsets.items()}
+                self._pending_txn.setdefault((partition, producer_id), set()).add(group_id)
+            self._groups[group_id] = group
+        log.info("groups_loaded", groups=len(self._groups), pending_transactional=len(self._pending_txn))
+
+    # Markers ---------------------------------------------------------------------------------------------------
+
+    def _on_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker reached a partition: commit or drop the producer's pending offsets there."""
+        if topic != CONSUMER_OFFSETS_TOPIC:
+            return
+        for group_id in self._pending_txn.pop((partition, producer_id), ()):
+            group = self._groups.get(group_id)
+            if group is not None:
+                group.complete_txn_offsets(producer_id, commit)
+                log.debug("txn_offsets_completed", group_id=group_id, producer_id=producer_id, commit=commit)
+
+    # OffsetCommit ----------------------------------------------------------------------------------------------
+
+    def _validate_offsets(self, offsets: dict[TopicPartition, OffsetValue]) -> dict[TopicPartition, ErrorCode]:
+        max_metadata = self._broker.config.get_int("offset.metadata.max.bytes")
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for (topic, partition), value in offsets.items():
+            info = self._broker.metadata.get(topic)
+            if info is None or not 0 <= partition < info.partitions:
+                errors[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(value.metadata.encode()) > max_metadata:
+                errors[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+        return errors
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetValue],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleCommitOffsets: one error per partition."""
+        if not group_id:
+            return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
+        self._broker.ensure_offsets_topic()
+        async with self._locks[group_id]:
+            group = self._groups.get(group_id)
+            if group is None:
+                if generation_id >= 0:
+                    # Not managed here, or a commit from a generation long gone: refuse it.
+                    return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
+                group = Group(group_id, state_timestamp_ms=now_ms())
+                self._groups[group_id] = group
+            error = self._check_commit(group, generation_id, member_id, group_instance_id)
+            if error != ErrorCode.NONE:
+                return dict.fromkeys(offsets, error)
+            return await self._store_offsets(group, offsets)
+
+    def _check_commit(
+        self, group: Group, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return ErrorCode.NONE  # a group that only stores offsets here
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.last_heartbeat_s = trio.current_time()
+        return ErrorCode.NONE
+
+    async def _store_offsets(
+        self,
+        group: Group,
+        offsets: dict[TopicPartition, OffsetValue],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> dict[TopicPartition, ErrorCode]:
+        errors = self._validate_offsets(offsets)
+        valid = [(tp, v) for tp, v in offsets.items() if tp not in errors]
+        if valid:
+            records = [(encode_offset_key(group.group_id, t, p), encode_offset_value(v)) for (t, p), v in valid]
+            error, first = await self.group_log.append(
+                group.group_id, records, producer_id=producer_id, producer_epoch=producer_epoch
+            )
+            if error != ErrorCode.NONE:
+                errors.update(dict.fromkeys((tp for tp, _ in valid), error))
+            elif producer_id >= 0:
+                pending = group.pending_txn_offsets.setdefault(producer_id, {})
+                for i, (tp, value) in enumerate(valid):
+                    pending[tp] = CommittedOffset(value, first + i)
+                partition = self.group_log.partition_for(group.group_id)
+                self._pending_txn.setdefault((partition, producer_id), set()).add(group.group_id)
+            else:
+                for i, (tp, value) in enumerate(valid):
+                    current = group.offsets.get(tp)
+                    if current is None or current.record_offset < first + i:
+                        group.offsets[tp] = CommittedOffset(value, first + i)
+        return {tp: errors.get(tp, ErrorCode.NONE) for tp in offsets}
+
+    # TxnOffsetCommit -------------------------------------------------------------------------------------------
+
+    async def txn_commit_offsets(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetValue],
+        fenced: ErrorCode,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleTxnCommitOffsets (with KIP-890's check that the partition is in the transaction)."""
+        if not group_id:
+            return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
+        self._broker.ensure_offsets_topic()
+        async with self._locks[group_id]:
+            group = self._groups.get(group_id)
+            if group is None:
+                group = Group(group_id, state_timestamp_ms=now_ms())
+                self._groups[group_id] = group
+            error = self._check_txn_commit(group, generation_id, member_id, group_instance_id)
+            if error == ErrorCode.NONE:
+                # Checked last, with no await before the append: a marker cannot slip in between.
+                error = self._check_transaction(transactional_id, group_id, producer_id, producer_epoch, fenced)
+            if error != ErrorCode.NONE:
+                return dict.fromkeys(offsets, error)
+            result = await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
+            return {
+                tp: fenced if error == ErrorCode.INVALID_PRODUCER_EPOCH else error for tp, error in result.items()
+            }
+
+    @staticmethod
+    def _check_txn_commit(
+        group: Group, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def _check_transaction(
+        self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, fenced: ErrorCode
+    ) -> ErrorCode:
+        metadata = self._broker.transactions.get(transactional_id)
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch != metadata.producer_epoch:
+            return fenced
+        partition = (CONSUMER_OFFSETS_TOPIC, self.group_log.partition_for(group_id))
+        if metadata.state != TxnState.ONGOING or partition not in metadata.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    # OffsetFetch -----------------------------------------------------------------------------------------------
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool
+    ) -> tuple[ErrorCode, list[tuple[TopicPartition, int, int, str, ErrorCode]]]:
+        """Kafka's handleFetchOffsets: (error, [(partition, offset, leader epoch, metadata, error)]); ``None``
+        partitions means every partition with a committed offset."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, []
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [(tp, INVALID_OFFSET, -1, NO_METADATA, ErrorCode.NONE) for tp in partitions or []]
+        wanted = sorted(group.offsets) if partitions is None else partitions
+        result = []
+        for tp in wanted:
+            if require_stable and group.has_pending_txn_offset(*tp):
+                result.append((tp, INVALID_OFFSET, -1, NO_METADATA, ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                continue
+            committed = group.offsets.get(tp)
+            if committed is None:
+                result.append((tp, INVALID_OFFSET, -1, NO_METADATA, ErrorCode.NONE))
+            else:
+                v = committed.value
+                result.append((tp, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE))
+        return ErrorCode.NONE, result
+
+    # Expiration / deletion -------------------------------------------------------------------------------------
+
+    async def _write_tombstones(
+        self, group: Group, partitions: list[TopicPartition], *, group_tombstone: bool
+    ) -> ErrorCode:
+        records: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_key(group.group_id, t, p), None) for t, p in partitions
+        ]
+        if group_tombstone:
+            records.append((encode_group_key(group.group_id), None))
+        if not records:
+            return ErrorCode.NONE
+        error, _ = await self.group_log.append(group.group_id, records)
+        if error == ErrorCode.NONE:
+            for tp in partitions:
+                group.offsets.pop(tp, None)
+        return error
+
+    async def _run_offset_expiration(self) -> None:
+        interval_s = self._broker.config.get_int("offsets.retention.check.interval.ms") / 1000
+        while True:
+            await trio.sleep(interval_s)
+            await self.expire_offsets(now_ms())
+
+    async def expire_offsets(self, now: int) -> None:
+        """Kafka's cleanupGroupMetadata: an Empty group's offsets older than offsets.retention.minutes go (from
+        when the group became empty, or from the commit for groups never managed here); an Empty group left
+        with no offsets is removed."""
+        retention_ms = self._broker.config.get_int("offsets.retention.minutes") * 60_000
+        for group_id, group in list(self._groups.items()):
+            if not group.is_(GroupState.EMPTY):
+                continue
+            async with self._locks[group_id]:
+                if self._groups.get(group_id) is not group or not group.is_(GroupState.EMPTY):
+                    continue
+                base = group.state_timestamp_ms if group.protocol_type else -1
+                expired = [
+                    tp
+                    for tp, c in group.offsets.items()
+                    if max(c.value.commit_timestamp_ms, base) + retention_ms <= now
+                ]
+                gone = len(expired) == len(group.offsets) and not group.pending_txn_offsets
+                if not expired and not gone:
+                    continue
+                error = await self._write_tombstones(group, expired, group_tombstone=gone)
+                if error != ErrorCode.NONE:
+                    log.warning("offset_expiration_failed", group_id=group_id, error=error.name)
+                    continue
+                log.info("offsets_expired", group_id=group_id, partitions=len(expired), group_removed=gone)
+                if gone:
+                    group.transition(GroupState.DEAD, now)
+                    del self._groups[group_id]
+

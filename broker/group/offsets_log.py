@@ -1,0 +1,161 @@
+"""The ``__consumer_offsets`` topic: where committed offsets and group metadata are made durable, and read back.
+
+A group lives in partition ``abs(hashCode(group.id)) % offsets.topic.num.partitions``. ``append`` returns only once
+the records are fsynced (or with an error, mapped as Kafka's GroupMetadataManager maps append errors). Offsets from
+TxnOffsetCommit are appended as a transactional batch of the producer and stay pending until that producer's
+COMMIT / ABORT marker lands in the same partition. ``load`` replays every partition from its start: the last record
+per key wins, tombstones delete, transactional offsets follow their markers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+from oncelog.broker.clock import now_ms
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
+from oncelog.protocol import DecodeError, ErrorCode
+from oncelog.protocol.internal.group_log import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
+from oncelog.protocol.internal.java_hash import partition_for_key
+from oncelog.protocol.records import ControlType, SimpleRecord, decode_control_record, encode_batch, iter_batches
+from oncelog.storage.append_origin import AppendOrigin
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+log = structlog.get_logger(__name__)
+
+_READ_CHUNK = 8 * 1024 * 1024
+
+#: Kafka's GroupMetadataManager mapping of append errors to what group clients understand.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+@dataclass
+class LoadedGroup:
+    """What the log says about one group: its metadata, committed offsets and pending transactional offsets
+    (values paired with their record's offset in ``__consumer_offsets``)."""
+
+    metadata: GroupValue | None = None
+    offsets: dict[tuple[str, int], tuple[OffsetValue, int]] = field(default_factory=dict)
+    pending: dict[int, dict[tuple[str, int], tuple[OffsetValue, int]]] = field(default_factory=dict)
+
+
+class GroupLog:
+    """Appends group records durably and replays them at start."""
+
+    def __init__(self, broker: BrokerNode) -> None:
+        self._broker = broker
+        self.num_partitions = broker.config.get_int("offsets.topic.num.partitions")
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_key(group_id, self.num_partitions)
+
+    async def append(
+        self,
+        group_id: str,
+        records: Sequence[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[ErrorCode, int]:
+        """Append ``records`` (key, value) in one batch -- transactional when ``producer_id`` >= 0 -- and wait until
+        it is durable. Returns (error, offset of the first record)."""
+        self._broker.ensure_offsets_topic()
+        transactional = producer_id >= 0
+        batch = encode_batch(
+            [SimpleRecord(key, value) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0 if transactional else -1,  # Kafka's group coordinator writes 0
+            transactional=transactional,
+            now_ms=now_ms(),
+        )
+        partition = self.partition_for(group_id)
+        replicas = self._broker.replicas
+        outcome = replicas.append(CONSUMER_OFFSETS_TOPIC, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
+        if outcome.error != ErrorCode.NONE or outcome.result is None:
+            return _APPEND_ERRORS.get(outcome.error, outcome.error), -1
+        error = await replicas.wait_durable(CONSUMER_OFFSETS_TOPIC, partition, outcome.result.last_offset + 1)
+        if error != ErrorCode.NONE:
+            return _APPEND_ERRORS.get(error, error), -1
+        return ErrorCode.NONE, outcome.result.first_offset
+
+    def load(self) -> dict[str, LoadedGroup]:
+        """Replay every partition (blocking; before serving). Undecodable records are skipped with a warning."""
+        groups: dict[str, LoadedGroup] = {}
+        for partition in range(self.num_partitions):
+            self._load_partition(partition, groups)
+        return groups
+
+    def _load_partition(self, partition: int, groups: dict[str, LoadedGroup]) -> None:
+        # producer id -> groups with pending offsets of that producer in this partition
+        pending_by_producer: dict[int, set[str]] = {}
+        for header, record in self._records(partition):
+            if header.is_control:
+                control_type, _ = decode_control_record(record.key, record.value)
+                for group_id in pending_by_producer.pop(header.producer_id, ()):
+                    loaded = groups[group_id]
+                    pending = loaded.pending.pop(header.producer_id, {})
+                    if control_type == ControlType.COMMIT:
+                        for tp, (value, offset) in pending.items():
+                            current = loaded.offsets.get(tp)
+                            if current is None or current[1] < offset:
+                                loaded.offsets[tp] = (value, offset)
+                continue
+            if record.key is None:
+                continue
+            try:
+                key = decode_key(record.key)
+                if isinstance(key, OffsetKey):
+                    value = decode_offset_value(record.value)
+                    loaded = groups.setdefault(key.group, LoadedGroup())
+                    tp = (key.topic, key.partition)
+                    if header.is_transactional:
+                        if value is not None:
+                            loaded.pending.setdefault(header.producer_id, {})[tp] = (value, record.offset)
+                            pending_by_producer.setdefault(header.producer_id, set()).add(key.group)
+                    elif value is None:
+                        loaded.offsets.pop(tp, None)
+                    else:
+                        loaded.offsets[tp] = (value, record.offset)
+                elif isinstance(key, GroupKey):
+                    metadata = decode_group_value(record.value)
+                    groups.setdefault(key.group, LoadedGroup()).metadata = metadata
+            except DecodeError as exc:
+                log.warning("group_record_skipped", partition=partition, offset=record.offset, error=str(exc))
+
+    def _records(self, partition: int) -> Iterator:
+        partition_log = self._broker.logs.get(CONSUMER_OFFSETS_TOPIC, partition)
+        if partition_log is None:
+            return
+        offset = partition_log.log_start_offset
+        end = partition_log.log_end_offset
+        while offset < end:
+            chunk = partition_log.read(offset, _READ_CHUNK, max_offset=end)
+            if not chunk:
+                break
+            for header, records in iter_batches(chunk):
+                for record in records:
+                    if record.offset >= offset:
+                        yield header, record
+                offset = max(offset, header.next_offset)
