@@ -24,6 +24,7 @@ from oncelog.broker.server import serve
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
 from oncelog.broker.txn.markers import LocalMarkerWriter
+from oncelog.storage.errors import StorageError
 from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
@@ -135,9 +136,19 @@ class BrokerNode:
             await trio.sleep(interval_s)
             now = now_ms()
             for partition_log in list(self.logs.all_logs().values()):
-                partition_log.maybe_roll_for_time(now)
-                partition_log.producer_state.expire_producers(now)
-                deleted = partition_log.enforce_retention(now)
+                try:
+                    partition_log.maybe_roll_for_time(now)
+                    partition_log.producer_state.expire_producers(now)
+                    deleted = partition_log.enforce_retention(now)
+                except (OSError, StorageError) as exc:
+                    # A full or failing disk must not stop the broker: the next round tries again.
+                    log.error(
+                        "housekeeping_failed",
+                        topic=partition_log.topic,
+                        partition=partition_log.partition,
+                        error=str(exc),
+                    )
+                    continue
                 if deleted:
                     log.info(
                         "retention", topic=partition_log.topic, partition=partition_log.partition, segments=deleted
@@ -149,4 +160,6 @@ class BrokerNode:
         interval_s = self.config.get_int("log.flush.offset.checkpoint.interval.ms") / 1000
         while True:
             await trio.sleep(interval_s)
-            await trio.to_thread.run_sync(self.logs.flush_and_checkpoint)
+            failures = await trio.to_thread.run_sync(self.logs.flush_and_checkpoint)
+            for failure in failures:
+                log.error("checkpoint_failed", error=str(failure))

@@ -10,6 +10,7 @@ Checkpoint files (``recovery-point-offset-checkpoint``, ``log-start-offset-check
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -30,7 +31,8 @@ def fsync_dir(path: Path) -> None:
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: after a crash the file holds either the old or the new content.
 
-    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the directory.
+    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the directory. When writing the temporary
+    file fails (ENOSPC, EIO) it is removed and the OSError propagates; ``path`` is untouched.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -41,8 +43,12 @@ def atomic_write(path: Path, data: bytes) -> None:
             written = os.write(fd, view)
             view = view[written:]
         os.fsync(fd)
-    finally:
+    except OSError:
         os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

@@ -56,6 +56,7 @@ from oncelog.storage.errors import (
     RecordTooLargeError,
     StorageError,
 )
+from oncelog.storage.faults import fault_point
 from oncelog.storage.producer_state import ProducerStateManager, SnapshotCorruptError
 from oncelog.storage.recovery import load_segments
 from oncelog.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
@@ -330,6 +331,7 @@ class PartitionLog:
         with self._lock:
             self._set_segments([*self._segments, segment])
         try:
+            fault_point("storage.roll")
             self.producer_state.take_snapshot(self.log_end_offset)
         except OSError as exc:
             raise KafkaStorageError(f"cannot snapshot producer state in {self.directory}: {exc}") from exc
@@ -569,6 +571,7 @@ class PartitionLog:
                 raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
         sync = os.fdatasync if data_only else os.fsync
         try:
+            fault_point("storage.fsync")
             for fd in fds:
                 sync(fd)
         except OSError as exc:

@@ -20,6 +20,7 @@ from oncelog.storage.checkpoint import (
     write_offset_checkpoint,
 )
 from oncelog.storage.config import LogConfig
+from oncelog.storage.errors import StorageError
 from oncelog.storage.log import PartitionLog, parse_log_dir_name
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"  # LogManager.RecoveryPointCheckpointFile
@@ -97,11 +98,24 @@ class LogManager:
     def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
 
-    def flush_and_checkpoint(self) -> None:
-        """fsync every log fully (data and indexes), then checkpoint the advanced recovery points."""
+    def flush_and_checkpoint(self) -> list[Exception]:
+        """fsync every log fully (data and indexes), then checkpoint the advanced recovery points.
+
+        I/O failures (a full disk, EIO) do not stop it: a log that cannot be flushed keeps its recovery point, a
+        checkpoint that cannot be written keeps its previous content, and the failures are returned (empty list:
+        everything done). Running it again later retries.
+        """
+        failures: list[Exception] = []
         for log in list(self._logs.values()):
-            log.flush()
-        self.checkpoint()
+            try:
+                log.flush()
+            except (OSError, StorageError) as exc:
+                failures.append(exc)
+        try:
+            self.checkpoint()
+        except (OSError, StorageError) as exc:
+            failures.append(exc)
+        return failures
 
     def checkpoint(self) -> None:
         """Atomically write the recovery-point and log-start-offset checkpoints of every log."""

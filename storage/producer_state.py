@@ -53,6 +53,7 @@ from oncelog.storage.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from oncelog.storage.faults import fault_point
 from oncelog.storage.txn_index import AbortedTxn
 from oncelog.storage.txn_marker import EndTxnMarker
 
@@ -400,6 +401,7 @@ class ProducerStateManager:
 
     def take_snapshot(self, offset: int) -> None:
         """Atomically write the current state as ``<offset>.snapshot``."""
+        fault_point("storage.snapshot")
         atomic_write(self.snapshot_path(offset), encode_snapshot(self.producers.values()))
 
     def load_snapshot(self, offset: int, now_ms: int | None) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from oncelog.protocol.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from oncelog.storage.config import LogConfig
+from oncelog.storage.faults import fault_point
 from oncelog.storage.index_file import IndexCorruptError, write_all
 from oncelog.storage.offset_index import OffsetIndex
 from oncelog.storage.time_index import TimeIndex
@@ -193,6 +194,7 @@ class LogSegment:
         index_lengths = (len(self.offset_index.data), len(self.time_index.data))
         txn_entries = len(self.txn_index.entries)
         try:
+            fault_point("storage.append")
             write_all(self.fd, data)
             self.size = start + len(data)
             for pos, header in headers:

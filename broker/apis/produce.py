@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from oncelog.broker.clock import now_ms
+from oncelog.broker.faults import fault_point
 from oncelog.broker.metadata import INTERNAL_TOPICS
 from oncelog.broker.replica_manager import PartitionAppend
 from oncelog.broker.request import Deferred, Request
@@ -110,6 +111,8 @@ async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None
         for index, outcome in per_partition
         if outcome.error == ErrorCode.NONE and outcome.result is not None
     ]
+    if pending:
+        fault_point("produce.after_append")
     if not pending or not broker.flusher.fsync_before_ack:
         return _response(outcomes)
 
@@ -119,6 +122,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None
             error = await broker.replicas.wait_durable(name, index, outcome.result.last_offset + 1)
             if error != ErrorCode.NONE:
                 outcome.error, outcome.result = error, None
+        fault_point("produce.after_fsync")
         return _response(outcomes)
 
     return Deferred(complete)

@@ -1,0 +1,119 @@
+"""The named fault points themselves: parsing, the ``eio`` actions in storage, and that the Produce points are
+reached by a real broker (which dies there, and whose data then survives the restart)."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from oncelog.protocol.records import SimpleRecord, encode_batch
+from oncelog.storage import faults
+from oncelog.storage.config import LogConfig
+from oncelog.storage.errors import KafkaStorageError
+from oncelog.storage.log import PartitionLog
+from support.broker import BrokerProcess
+from support.topics import create_topic_confluent
+from support.wire import Record, WireClient
+from support.wire import encode_batch as wire_batch
+
+
+@pytest.fixture
+def fault() -> Iterator[None]:
+    yield
+    faults.configure("")
+
+
+def _batch(value: bytes = b"v") -> bytes:
+    return encode_batch([SimpleRecord(b"k", value, [], 1000)])
+
+
+def test_parse() -> None:
+    assert faults.parse("") == {}
+    assert faults.parse("storage.fsync:eio, produce.after_append") == {
+        "storage.fsync": "eio",
+        "produce.after_append": "crash",
+    }
+    with pytest.raises(ValueError, match="unknown fault point"):
+        faults.parse("storage.nope")
+    with pytest.raises(ValueError, match="unknown action"):
+        faults.parse("storage.fsync:explode")
+
+
+def test_eio_on_append_leaves_the_log_unchanged(tmp_path: Path, fault: None) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    log.append(_batch(b"first"), now_ms=0)
+    size = log.active_segment.size
+    faults.configure("storage.append:eio")
+    with pytest.raises(KafkaStorageError) as raised:
+        log.append(_batch(b"second"), now_ms=0)
+    assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.errno == errno.EIO
+    assert (log.log_end_offset, log.active_segment.size) == (1, size)
+    assert log.append(_batch(b"third"), now_ms=0).first_offset == 1  # one-shot: the next write works
+
+
+def test_eio_always_on_fsync_keeps_durable_offset(tmp_path: Path, fault: None) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    log.append(_batch(), now_ms=0)
+    faults.configure("storage.fsync:eio-always")
+    for _ in range(2):
+        with pytest.raises(KafkaStorageError):
+            log.flush_data()
+        with pytest.raises(KafkaStorageError):
+            log.flush()
+    assert (log.durable_offset, log.recovery_point) == (0, 0)
+    faults.configure("")
+    log.flush_data()
+    assert log.durable_offset == 1
+
+
+def test_eio_at_roll_and_snapshot(tmp_path: Path, fault: None) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=200))
+    log.append(_batch(b"x" * 150), now_ms=0)
+    faults.configure("storage.roll:eio")
+    with pytest.raises(KafkaStorageError):
+        log.append(_batch(b"y" * 150), now_ms=0)  # the roll fails before the batch is written
+    assert log.log_end_offset == 1
+    assert log.append(_batch(b"z" * 150), now_ms=0).first_offset == 1
+    faults.configure("storage.snapshot:eio")
+    with pytest.raises(OSError):
+        log.producer_state.take_snapshot(log.log_end_offset)
+    assert not list((tmp_path / "t-0").glob("*.tmp"))
+
+
+@pytest.mark.parametrize("point", ["produce.after_append", "produce.after_fsync"])
+def test_produce_points_are_reached(tmp_path: Path, point: str) -> None:
+    broker = BrokerProcess(tmp_path / "data")
+    try:
+        broker.start()
+        create_topic_confluent(broker.bootstrap, "p", 1)
+        broker.env = {"ONCELOG_FAULTS": point}
+        broker.restart(hard=True)
+        with WireClient(broker.bootstrap) as client, pytest.raises(ConnectionError):
+            client.produce("p", 0, wire_batch([Record(b"k", b"unacknowledged")]))
+        assert broker.wait_exit(10) == -9
+        broker.env = {}
+        broker.start()
+        with WireClient(broker.bootstrap) as client:
+            # SIGKILL keeps the page cache: the appended batch survives, acknowledged or not.
+            assert client.list_offset("p", 0) == (0, 1)
+    finally:
+        broker.close()
+
+
+def test_flush_and_checkpoint_reports_failures_instead_of_raising(tmp_path: Path, fault: None) -> None:
+    from oncelog.storage.log_manager import RECOVERY_POINT_CHECKPOINT, LogManager
+
+    manager = LogManager(tmp_path, LogConfig())
+    manager.load(now_ms=0)
+    log = manager.create("t", 0)
+    log.append(_batch(), now_ms=0)
+    faults.configure("storage.fsync:eio-always")
+    failures = manager.flush_and_checkpoint()
+    assert len(failures) == 1 and isinstance(failures[0], KafkaStorageError)
+    assert log.recovery_point == 0
+    assert "t 0 0" in (tmp_path / RECOVERY_POINT_CHECKPOINT).read_text()  # the checkpoint is still written
+    faults.configure("")
+    assert manager.flush_and_checkpoint() == []
+    assert "t 0 1" in (tmp_path / RECOVERY_POINT_CHECKPOINT).read_text()
