@@ -23,6 +23,8 @@ Points (where they are reached):
 - ``storage.fsync``: partition data is about to be fsynced (the data is written, not yet durable).
 - ``storage.roll``: a new segment's files exist, the producer snapshot at the roll is not written yet.
 - ``storage.snapshot``: a producer snapshot's temporary file is about to be written (before its rename).
+- ``group.after_offset_append``: a group's offset commit (plain or transactional) is appended to
+  ``__consumer_offsets``, not yet fsynced or answered.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ KNOWN_POINTS = frozenset(
         "storage.fsync",
         "storage.roll",
         "storage.snapshot",
+        "group.after_offset_append",
     }
 )
 ACTIONS = frozenset({"crash", "delay", "eio", "eio-always"})

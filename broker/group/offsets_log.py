@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from oncelog.broker.clock import now_ms
+from oncelog.broker.faults import fault_point
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import DecodeError, ErrorCode
 from oncelog.protocol.internal.group_log import (
@@ -95,6 +96,7 @@ class GroupLog:
         outcome = replicas.append(CONSUMER_OFFSETS_TOPIC, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
         if outcome.error != ErrorCode.NONE or outcome.result is None:
             return _APPEND_ERRORS.get(outcome.error, outcome.error), -1
+        fault_point("group.after_offset_append")
         error = await replicas.wait_durable(CONSUMER_OFFSETS_TOPIC, partition, outcome.result.last_offset + 1)
         if error != ErrorCode.NONE:
             return _APPEND_ERRORS.get(error, error), -1

@@ -117,3 +117,37 @@ def test_flush_and_checkpoint_reports_failures_instead_of_raising(tmp_path: Path
     faults.configure("")
     assert manager.flush_and_checkpoint() == []
     assert "t 0 1" in (tmp_path / RECOVERY_POINT_CHECKPOINT).read_text()
+
+
+def test_crash_after_offset_append_then_restart_serves_consistent_offsets(tmp_path: Path) -> None:
+    """The broker dies with an offset commit appended but unacknowledged: after the restart the commit is either
+    wholly there or absent, and the group coordinator serves new commits."""
+    import socket
+    import struct
+
+    from confluent_kafka import Consumer, TopicPartition
+    from oncelog.protocol import ApiKey, encode_request
+
+    broker = BrokerProcess(tmp_path / "data", env={"ONCELOG_FAULTS": "group.after_offset_append"})
+    try:
+        broker.start()
+        create_topic_confluent(broker.bootstrap, "offs", 1)
+        body = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+            {"name": "offs", "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]}
+        frame = encode_request(ApiKey.OFFSET_COMMIT, 2, 1, "fault-test", body)
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            assert sock.recv(4) == b""  # the broker died before answering
+        assert broker.wait_exit(10) == -9
+
+        broker.env = {}
+        broker.start()
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
+        [before] = consumer.committed([TopicPartition("offs", 0)], timeout=15)
+        assert before.offset in (5, -1001)  # the unacknowledged commit: all or nothing
+        consumer.commit(offsets=[TopicPartition("offs", 0, 7)], asynchronous=False)
+        [after] = consumer.committed([TopicPartition("offs", 0)], timeout=15)
+        assert after.offset == 7
+        consumer.close()
+    finally:
+        broker.close()
