@@ -48,10 +48,19 @@ class Result:
     broker_cpu_s_per_1m: float | None = None
 
 
-def produce(bootstrap: str, n: int) -> float:
-    """Produce ``n`` records of RECORD_SIZE bytes to TOPIC/0; return seconds, first send to last ack."""
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
-    producer.list_topics(TOPIC, timeout=10)
+def produce(
+    bootstrap: str,
+    n: int,
+    *,
+    topic: str = TOPIC,
+    partitions: int = 1,
+    conf: dict[str, object] | None = None,
+) -> float:
+    """Produce ``n`` records of RECORD_SIZE bytes to ``topic``, record i to partition i % ``partitions``, with
+    PRODUCER_CONF updated by ``conf``; return seconds, first send to last ack (after one untimed ``prime`` record).
+    Raises unless all were acked."""
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF, **(conf or {})})
+    producer.list_topics(topic, timeout=10)
     payload = bytes(range(RECORD_SIZE))
     acked = 0
     errors: list[str] = []
@@ -63,11 +72,13 @@ def produce(bootstrap: str, n: int) -> float:
         else:
             acked += 1
 
+    prime(producer, topic)
     start = time.perf_counter()
-    for _ in range(n):
+    for i in range(n):
+        partition = i % partitions
         while True:
             try:
-                producer.produce(TOPIC, payload, partition=0, on_delivery=on_delivery)
+                producer.produce(topic, payload, partition=partition, on_delivery=on_delivery)
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -77,6 +88,15 @@ def produce(bootstrap: str, n: int) -> float:
     if left or errors or acked != n:
         raise RuntimeError(f"{left} undelivered, {acked}/{n} acked, errors: {errors[:3]}")
     return elapsed
+
+
+def prime(producer: Producer, topic: str) -> None:
+    """Send one record to ``topic``/0 and wait for it: connects, and makes an idempotent producer fetch its producer
+    id (librdkafka takes ~0.5 s for that on its first send), so the timed run measures steady-state sending."""
+    errors: list[object] = []
+    producer.produce(topic, b"prime", partition=0, on_delivery=lambda err, _m: errors.append(err))
+    if producer.flush(30) or errors != [None]:
+        raise RuntimeError(f"priming record not delivered: {errors}")
 
 
 def warmup_records(n: int) -> int:

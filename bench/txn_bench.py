@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.produce_bench import prime
 from tests.support.broker import BrokerProcess
 from tests.support.mock_cluster import MockCluster
 
@@ -93,6 +94,7 @@ def run_idempotent(bootstrap: str, n: int) -> float:
     """Seconds to send ``n`` records with an idempotent producer, first send to last ack."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, **BASE_CONF})
     producer.list_topics(P3_TOPIC, timeout=10)
+    prime(producer, P3_TOPIC)  # the producer id, as init_transactions() gets it for the transactional run
     payload = bytes(range(RECORD_SIZE))
     errors: list[str] = []
     cb = _on_delivery(errors)

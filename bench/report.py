@@ -1,0 +1,78 @@
+"""The benchmark suite's result lines: one figure, its goal, whether it is met, and what it is paired with.
+
+Every figure of ``bench/run.py`` is a ``Line``; ``GOALS`` holds the issue's goals by JSON key. Guaranteed:
+``met`` is None exactly when the line has no goal or no value; ``to_json`` has every key of ``GOALS`` (null when
+that benchmark did not run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: JSON key -> (comparison, goal). ">=" means higher is better.
+GOALS: dict[str, tuple[str, float]] = {
+    "P1_produce_ratio_vs_mock": (">=", 1.0),
+    "P1_broker_cpu_s_per_million": ("", 0.0),
+    "P2_mb_s_pagecache": (">=", 1000.0),
+    "P2_mb_s_fsync": (">=", 600.0),
+    "P3_txn_vs_idempotent": (">=", 0.98),
+    "P4_commit_p50_ms": ("<=", 2.0),
+    "P4_commit_p99_ms": ("<=", 10.0),
+    "P4_commits_per_s": (">=", 3000.0),
+    "P5_e2e_p50_ms": ("<=", 2.0),
+    "P5_e2e_p99_ms": ("<=", 10.0),
+    "P6_consume_ratio_vs_mock": (">=", 1.0),
+    "P7_restart_s": ("<=", 5.0),
+    "P9_throughput_ratio_1000_vs_1": (">=", 0.8),
+    "P9_idle_kb_per_partition": ("<=", 100.0),
+}
+
+
+@dataclass(frozen=True)
+class Line:
+    """One printed figure. ``key`` is its JSON key (None for context figures that have no goal)."""
+
+    bench: str  # "P1" .. "P9", or "machine"
+    label: str
+    value: float | None
+    spec: str  # format spec of the value, e.g. ".3f"
+    beside: str = ""  # the peer / limit measured in the same run
+    key: str | None = None
+
+    @property
+    def goal(self) -> str:
+        if self.key is None or not GOALS[self.key][0]:
+            return ""
+        op, goal = GOALS[self.key]
+        return f"{op} {goal:,g}"
+
+    @property
+    def met(self) -> bool | None:
+        if self.key is None or self.value is None or not GOALS[self.key][0]:
+            return None
+        op, goal = GOALS[self.key]
+        return self.value >= goal if op == ">=" else self.value <= goal
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(lines: list[Line]) -> str:
+    """A fixed-width table: bench, figure, value, goal, met/miss, and the paired figures."""
+    out = [f"{'':<8}{'figure':<46}{'value':>12}  {'goal':<10}{'':<6}beside it (same run)"]
+    for ln in lines:
+        verdict = "" if ln.met is None else ("met" if ln.met else "MISS")
+        out.append(
+            f"{ln.bench:<8}{ln.label:<46}{fmt(ln.value, ln.spec):>12}  {ln.goal:<10}{verdict:<6}{ln.beside}".rstrip()
+        )
+    return "\n".join(out)
+
+
+def to_json(lines: list[Line]) -> dict[str, float | None]:
+    """Every GOALS key -> its value in ``lines`` (None when absent)."""
+    values: dict[str, float | None] = dict.fromkeys(GOALS)
+    for ln in lines:
+        if ln.key is not None:
+            values[ln.key] = ln.value
+    return values

@@ -1,0 +1,109 @@
+"""P7: seconds from spawning the broker until it serves again after SIGKILL, with a big log and many producer ids.
+
+Fill (fast, page-cache mode so that the fill is not fsync-bound; the data survives SIGKILL in the page cache):
+``producers`` idempotent producer ids from InitProducerId, each writing one 1-record batch (sequence 0), spread
+evenly among ~1 MB batches without a producer id until the partition holds ``log_bytes``. The fill takes less
+than log.flush.offset.checkpoint.interval.ms (60 s), so no recovery point was saved: recovery revalidates the
+whole log and rebuilds every producer's state, the worst case. Then SIGKILL, and a restart with oncelog's default
+settings. "Serving" = the port accepts and ListOffsets(latest) returns the pre-kill log end offset.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import wire_pump
+from bench.log_write_bench import PAGECACHE_SETTINGS, make_batch, now_ms
+from bench.txn_bench import create_topic
+from tests.support.broker import BrokerProcess
+from tests.support.wire import Record, WireClient, encode_batch
+
+TOPIC = "bench-p7"
+POLL_S = 0.01
+
+
+@dataclass(frozen=True)
+class RestartResult:
+    log_bytes: int
+    producers: int
+    fill_seconds: float
+    log_end_offset: int
+    seconds_to_listen: float
+    seconds_to_serve: float
+
+
+def _small_body(pid: int, epoch: int) -> tuple[bytes, int]:
+    """A Produce body with one 100 B record as sequence 0 of producer ``pid``, and the batch size."""
+    small = encode_batch(
+        [Record(None, b"x" * 100)], producer_id=pid, producer_epoch=epoch, base_sequence=0, base_timestamp=now_ms()
+    )
+    return wire_pump.produce_body(TOPIC, 0, small), len(small)
+
+
+def _fill(bootstrap: str, log_bytes: int, producers: int) -> None:
+    with WireClient(bootstrap) as wc:
+        pids = []
+        for _ in range(producers):
+            error, pid, epoch = wc.init_producer_id()
+            if error:
+                raise RuntimeError(f"InitProducerId failed with error {error}")
+            pids.append((pid, epoch))
+    big = make_batch()
+    big_body = wire_pump.produce_body(TOPIC, 0, big)
+    bigs = max(1, log_bytes // len(big))
+
+    def bodies() -> Iterator[tuple[bytes, int]]:
+        small_per_big = producers / bigs
+        due = 0.0
+        it = iter(pids)
+        for _ in range(bigs):
+            yield big_body, len(big)
+            due += small_per_big
+            while due >= 1:
+                pid, epoch = next(it)
+                yield _small_body(pid, epoch)
+                due -= 1
+        for pid, epoch in it:  # rounding leftovers
+            yield _small_body(pid, epoch)
+
+    wire_pump.pump(bootstrap, bodies(), inflight=16)
+
+
+def _log_end(bootstrap: str) -> int:
+    with WireClient(bootstrap) as wc:
+        error, offset = wc.list_offset(TOPIC, 0)
+    if error:
+        raise RuntimeError(f"ListOffsets error {error}")
+    return offset
+
+
+def run(log_bytes: int, producers: int) -> RestartResult:
+    """Fill, SIGKILL, restart; return the timings (the broker and its data dir are gone afterwards)."""
+    with BrokerProcess(settings=PAGECACHE_SETTINGS, start_deadline_s=120) as broker:
+        create_topic(broker.bootstrap, TOPIC, 1)
+        t0 = time.perf_counter()
+        _fill(broker.bootstrap, log_bytes, producers)
+        fill_s = time.perf_counter() - t0
+        end = _log_end(broker.bootstrap)
+        broker.kill()
+        broker.settings = {}  # restart with the defaults (fsync before ack)
+        t0 = time.perf_counter()
+        broker.start()
+        listen_s = time.perf_counter() - t0
+        while True:
+            try:
+                if _log_end(broker.bootstrap) == end:
+                    break
+            except (OSError, RuntimeError):
+                pass
+            if time.perf_counter() - t0 > 300:
+                raise RuntimeError("broker did not serve the pre-kill log end offset within 300 s")
+            time.sleep(POLL_S)
+        serve_s = time.perf_counter() - t0
+    return RestartResult(log_bytes, producers, fill_s, end, listen_s, serve_s)

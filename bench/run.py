@@ -1,0 +1,487 @@
+"""oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster".
+
+Starts its own brokers (subprocesses on free 127.0.0.1 ports, temporary data dirs) and librdkafka's in-process mock
+cluster, and prints one table: every figure with its goal, met/MISS, and the peer or machine limit measured in the
+same run beside it. Machine limits (sequential write with and without fdatasync, fdatasync latency, loopback TCP)
+are measured first when P2, P4 or P5 runs.
+
+Usage: python bench/run.py [--quick] [--only P1,P5] [--records N] [--json PATH] [--plot PNG] [--profile DIR]
+
+``--quick`` (about 4 minutes on 2 cores) scales every benchmark down (P7 to 256 MiB and 2,000 producer ids) and
+says so in the output. ``--records`` overrides the record count of P1, P3, P6 and P9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import (  # noqa: E402
+    consume_bench,
+    e2e_bench,
+    log_write_bench,
+    machine,
+    partitions_bench,
+    produce_bench,
+    restart_bench,
+    txn_bench,
+)
+from bench.report import Line, fmt, table, to_json  # noqa: E402
+from tests.support.broker import BrokerProcess  # noqa: E402
+from tests.support.mock_cluster import MockCluster  # noqa: E402
+
+BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9")
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work each benchmark does."""
+
+    p1_records: int
+    p2_bytes: int
+    p3_records: int
+    p4_commits: int
+    p4_procs: int
+    p4_seconds: float
+    p5_rate: int
+    p5_seconds: float
+    p6_records: int
+    p7_bytes: int
+    p7_producers: int
+    p9_records: int
+    rounds: int  # alternating rounds of P1, P3 and P9 (medians are reported)
+    p9_partitions: int = 1000
+
+
+FULL = Sizes(1_000_000, 2048 * MIB, 500_000, 500, 8, 5.0, 10_000, 20.0, 1_000_000, 1024 * MIB, 10_000, 1_000_000, 3)
+QUICK = Sizes(300_000, 512 * MIB, 200_000, 200, 8, 3.0, 10_000, 8.0, 300_000, 256 * MIB, 2_000, 200_000, 3)
+
+
+@dataclass
+class Run:
+    sizes: Sizes
+    lines: list[Line] = field(default_factory=list)
+    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # panel -> peer -> ms
+    details: dict[str, object] = field(default_factory=dict)
+    disk: machine.DiskFigures | None = None
+    loopback_mb_s: float | None = None
+
+    def add(self, *lines: Line) -> None:
+        self.lines.extend(lines)
+        for ln in lines:
+            verdict = "" if ln.met is None else (" met" if ln.met else " MISS")
+            print(f"  {ln.bench} {ln.label}: {fmt(ln.value, ln.spec)} {ln.goal}{verdict}  {ln.beside}", flush=True)
+
+
+def fsync_beside(r: Run) -> str:
+    d = r.disk
+    return (
+        ""
+        if d is None
+        else f"disk: 4 KiB write+fdatasync p50 {d.fdatasync_p50_ms:.2f} / p99 {d.fdatasync_p99_ms:.2f} ms"
+    )
+
+
+# ---- the benchmarks -------------------------------------------------------------------------------------------
+
+
+def bench_machine(r: Run) -> None:
+    size = r.sizes.p2_bytes
+    with tempfile.TemporaryDirectory(prefix="oncelog-machine-") as d:
+        r.disk = disk = machine.disk(Path(d), size)
+    r.loopback_mb_s = machine.loopback_mb_s(max(size, 1024 * MIB))
+    r.details["machine"] = {**asdict(disk), "loopback_mb_s": r.loopback_mb_s}
+    r.add(
+        Line("machine", f"seq write, page cache, fresh pages ({size // MIB} MiB)", disk.fresh_pagecache_mb_s, ",.0f"),
+        Line("machine", "seq write, page cache, reused pages", disk.pagecache_mb_s, ",.0f"),
+        Line("machine", "seq write + one fdatasync at the end (dd)", disk.fdatasync_end_mb_s, ",.0f"),
+        Line("machine", "seq write + fdatasync every 1 MiB", disk.fdatasync_each_mb_s, ",.0f"),
+        Line("machine", "4 KiB append + fdatasync p50 ms", disk.fdatasync_p50_ms, ".3f"),
+        Line("machine", "4 KiB append + fdatasync p99 ms", disk.fdatasync_p99_ms, ".3f"),
+        Line("machine", "loopback TCP MB/s (one socket, 1 MiB sends)", r.loopback_mb_s, ",.0f"),
+    )
+
+
+def bench_p1(r: Run) -> None:
+    """Both peers up at once; after a warm-up, alternating rounds (so drift hits both alike); medians."""
+    n, rounds = r.sizes.p1_records, r.sizes.rounds
+    with BrokerProcess() as broker, MockCluster(1) as mock:
+        txn_bench.create_topic(broker.bootstrap, produce_bench.TOPIC, 1)
+        mock.create_topic(produce_bench.TOPIC, 1)
+        for peer in (broker.bootstrap, mock.bootstrap):
+            produce_bench.produce(peer, produce_bench.warmup_records(n))
+        one_s, mock_s, cpu = [], [], []
+        for _ in range(rounds):
+            cpu0 = broker.cpu_seconds()
+            one_s.append(produce_bench.produce(broker.bootstrap, n))
+            cpu.append(broker.cpu_seconds() - cpu0)
+            mock_s.append(produce_bench.produce(mock.bootstrap, n))
+    one_rate, mock_rate = n / statistics.median(one_s), n / statistics.median(mock_s)
+    cpu_per_m = statistics.median(cpu) * 1_000_000 / n
+    r.details["P1"] = {"records": n, "rounds": rounds, "oncelog_s": one_s, "mock_s": mock_s, "broker_cpu_s": cpu}
+    beside = f"oncelog {one_rate:,.0f} rec/s, mock {mock_rate:,.0f} rec/s ({n:,} x 100 B, median of {rounds})"
+    r.add(
+        Line("P1", "produce rec/s oncelog / mock", one_rate / mock_rate, ".3f", beside, "P1_produce_ratio_vs_mock"),
+        Line(
+            "P1",
+            "broker CPU s per 1M records",
+            cpu_per_m,
+            ".2f",
+            f"{statistics.median(one_s):.2f} s wall for {n:,}",
+            "P1_broker_cpu_s_per_million",
+        ),
+    )
+
+
+def bench_p2(r: Run) -> None:
+    size = r.sizes.p2_bytes
+    page = log_write_bench.run("pagecache", size)
+    fsync = log_write_bench.run("fsync", size)
+    r.details["P2"] = {"pagecache": asdict(page), "fsync": asdict(fsync)}
+    d, lo = r.disk, r.loopback_mb_s
+    lim = "" if d is None or lo is None else f"; loopback {lo:,.0f} MB/s"
+    r.add(
+        Line(
+            "P2",
+            "MB/s into the log, page-cache mode",
+            page.mb_s,
+            ",.0f",
+            (f"disk page-cache write {d.fresh_pagecache_mb_s:,.0f} (fresh) / {d.pagecache_mb_s:,.0f} MB/s" if d else "")
+            + lim
+            + f"; broker CPU {page.broker_cpu_s:.1f} s",
+            "P2_mb_s_pagecache",
+        ),
+        Line(
+            "P2",
+            "MB/s into the log, fsync before ack",
+            fsync.mb_s,
+            ",.0f",
+            (
+                f"disk write+fdatasync {d.fdatasync_end_mb_s:,.0f} (end) / {d.fdatasync_each_mb_s:,.0f} "
+                "(every MiB) MB/s"
+                if d
+                else ""
+            )
+            + f"; broker CPU {fsync.broker_cpu_s:.1f} s",
+            "P2_mb_s_fsync",
+        ),
+    )
+
+
+def _p3(bootstrap: str, n: int, rounds: int) -> tuple[float, float, int]:
+    """(idempotent rec/s, transactional rec/s, commits): medians of alternating rounds after a warm-up."""
+    warm = min(max(n // 10, 1), 100_000)
+    txn_bench.run_idempotent(bootstrap, warm)
+    txn_bench.run_transactional(bootstrap, warm)
+    idem, txn = [], []
+    for _ in range(rounds):
+        idem.append(txn_bench.run_idempotent(bootstrap, n))
+        txn.append(txn_bench.run_transactional(bootstrap, n))
+    return n / statistics.median(idem), n / statistics.median(t for t, _ in txn), txn[0][1]
+
+
+def bench_p3(r: Run) -> None:
+    n, rounds = r.sizes.p3_records, r.sizes.rounds
+    with BrokerProcess() as broker:
+        txn_bench.create_topic(broker.bootstrap, txn_bench.P3_TOPIC, 1)
+        i1, t1, c1 = _p3(broker.bootstrap, n, rounds)
+    with MockCluster(1) as mock:
+        mock.create_topic(txn_bench.P3_TOPIC, 1)
+        i2, t2, _ = _p3(mock.bootstrap, n, rounds)
+    r.details["P3"] = {
+        "oncelog": {"idempotent": i1, "transactional": t1, "commits": c1},
+        "mock": {"idempotent": i2, "transactional": t2},
+    }
+    r.add(
+        Line(
+            "P3",
+            "txn (commit / 100 ms) / idempotent rec/s",
+            t1 / i1,
+            ".3f",
+            f"oncelog {t1:,.0f} vs {i1:,.0f} rec/s; mock ratio {t2 / i2:.3f}",
+            "P3_txn_vs_idempotent",
+        ),
+    )
+
+
+def _p4(bootstrap: str, commits: int, procs: int, seconds: float) -> tuple[list[float], int, float]:
+    lat = txn_bench.commit_latencies(bootstrap, commits)
+    par, secs = txn_bench.parallel_commits(bootstrap, procs, seconds)
+    return [v * 1000 for v in lat], par, secs
+
+
+def bench_p4(r: Run) -> None:
+    s = r.sizes
+    with BrokerProcess() as broker:
+        txn_bench.create_topic(broker.bootstrap, txn_bench.P4_TOPIC, s.p4_procs)
+        lat1, par1, secs1 = _p4(broker.bootstrap, s.p4_commits, s.p4_procs, s.p4_seconds)
+    with MockCluster(1) as mock:
+        mock.create_topic(txn_bench.P4_TOPIC, s.p4_procs)
+        lat2, par2, secs2 = _p4(mock.bootstrap, s.p4_commits, s.p4_procs, s.p4_seconds)
+    r.samples["P4 one-record transaction: commit_transaction() latency"] = {"oncelog": lat1, "mock": lat2}
+    p = machine.percentile
+    r.details["P4"] = {
+        "oncelog": {"p50_ms": p(lat1, 50), "p99_ms": p(lat1, 99), "max_ms": max(lat1), "commits_per_s": par1 / secs1},
+        "mock": {"p50_ms": p(lat2, 50), "p99_ms": p(lat2, 99), "max_ms": max(lat2), "commits_per_s": par2 / secs2},
+    }
+    r.add(
+        Line(
+            "P4",
+            f"commit p50 ms (1 producer, {len(lat1)} commits)",
+            p(lat1, 50),
+            ".2f",
+            f"mock {p(lat2, 50):.2f} ms; {fsync_beside(r)}",
+            "P4_commit_p50_ms",
+        ),
+        Line("P4", "commit p99 ms", p(lat1, 99), ".2f", f"mock {p(lat2, 99):.2f} ms", "P4_commit_p99_ms"),
+        Line(
+            "P4",
+            f"commits/s ({s.p4_procs} producer processes)",
+            par1 / secs1,
+            ",.0f",
+            f"mock {par2 / secs2:,.0f}/s",
+            "P4_commits_per_s",
+        ),
+    )
+
+
+def bench_p5(r: Run) -> None:
+    s = r.sizes
+    with BrokerProcess() as broker:
+        txn_bench.create_topic(broker.bootstrap, e2e_bench.TOPIC, 1)
+        one = e2e_bench.run(broker.bootstrap, s.p5_rate, s.p5_seconds)
+    with MockCluster(1) as mock:
+        mock.create_topic(e2e_bench.TOPIC, 1)
+        mock_res = e2e_bench.run(mock.bootstrap, s.p5_rate, s.p5_seconds)
+    r.samples[f"P5 end-to-end latency ({s.p5_rate:,} msg/s)"] = {
+        "oncelog": one.latencies_ms,
+        "mock": mock_res.latencies_ms,
+    }
+    r.details["P5"] = {
+        k: {f: v for f, v in asdict(x).items() if f != "latencies_ms"}
+        for k, x in (("oncelog", one), ("mock", mock_res))
+    }
+    r.add(
+        Line(
+            "P5",
+            f"e2e p50 ms ({one.measured:,} records at {s.p5_rate:,}/s)",
+            one.p50_ms,
+            ".2f",
+            f"mock {mock_res.p50_ms:.2f} ms (mock: fetches wait fetch.wait.max.ms=10, slows as its log grows)",
+            "P5_e2e_p50_ms",
+        ),
+        Line(
+            "P5",
+            "e2e p99 ms",
+            one.p99_ms,
+            ".2f",
+            f"mock {mock_res.p99_ms:.2f} ms; max {one.max_ms:.1f} ms",
+            "P5_e2e_p99_ms",
+        ),
+    )
+
+
+def bench_p6(r: Run) -> None:
+    n = r.sizes.p6_records
+    one = consume_bench.bench_oncelog(n)
+    mock = consume_bench.bench_mock(n)
+    r.details["P6"] = {"oncelog": asdict(one), "mock": asdict(mock)}
+    r.add(
+        Line(
+            "P6",
+            "read_committed consume rec/s oncelog / mock",
+            one.records_per_s / mock.records_per_s,
+            ".3f",
+            f"oncelog {one.records_per_s:,.0f}, mock {mock.records_per_s:,.0f} rec/s ({n:,}, zstd)",
+            "P6_consume_ratio_vs_mock",
+        ),
+    )
+
+
+def bench_p7(r: Run, quick: bool) -> None:
+    s = r.sizes
+    res = restart_bench.run(s.p7_bytes, s.p7_producers)
+    r.details["P7"] = asdict(res)
+    scale = " (QUICK: scaled down from 1 GiB / 10k ids)" if quick else ""
+    r.add(
+        Line(
+            "P7",
+            "restart after SIGKILL: s until serving",
+            res.seconds_to_serve,
+            ".2f",
+            f"{s.p7_bytes // MIB} MiB, {s.p7_producers:,} producer ids{scale}; port open after "
+            f"{res.seconds_to_listen:.2f} s",
+            "P7_restart_s",
+        ),
+    )
+
+
+def bench_p9(r: Run) -> None:
+    s = r.sizes
+    one = partitions_bench.throughput_oncelog(s.p9_records, s.p9_partitions, s.rounds)
+    mock = partitions_bench.throughput_mock(s.p9_records, s.p9_partitions, s.rounds)
+    mem = partitions_bench.idle_memory(s.p9_partitions)
+    r.details["P9"] = {
+        "oncelog": {**asdict(one), "ratio": one.ratio},
+        "mock": {**asdict(mock), "ratio": mock.ratio},
+        "memory": {**asdict(mem), "kb_per_partition": mem.kb_per_partition},
+    }
+    r.add(
+        Line(
+            "P9",
+            f"rec/s {s.p9_partitions:,} partitions / 1 partition",
+            one.ratio,
+            ".3f",
+            f"oncelog {one.many_partitions_records_per_s:,.0f} vs {one.one_partition_records_per_s:,.0f}; "
+            f"mock ratio {mock.ratio:.3f}",
+            "P9_throughput_ratio_1000_vs_1",
+        ),
+        Line(
+            "P9",
+            f"idle RSS KiB per partition ({s.p9_partitions:,})",
+            mem.kb_per_partition,
+            ".1f",
+            f"RSS {mem.rss_before_kb / 1024:.1f} -> {mem.rss_after_kb / 1024:.1f} MiB",
+            "P9_idle_kb_per_partition",
+        ),
+    )
+
+
+# ---- the driver -----------------------------------------------------------------------------------------------
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def machine_description() -> str:
+    mem_kb = int(
+        next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1]
+    )
+    return f"{os.cpu_count()} cores, {mem_kb / 1024 / 1024:.0f} GiB, {platform.system()} {platform.release()}"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="oncelog benchmark suite (P1-P7, P9)")
+    parser.add_argument("--quick", action="store_true", help="scaled-down run, about 4 minutes")
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1,P2,P3,P4,P5,P6,P7,P9")
+    parser.add_argument("--records", type=int, help="record count of P1, P3, P6 and P9")
+    parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
+    parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
+    parser.add_argument("--profile", type=Path, help="attach py-spy to every broker; raw profiles go here")
+    args = parser.parse_args(argv)
+    args.only = [b.strip().upper() for b in args.only.split(",") if b.strip()]
+    unknown = [b for b in args.only if b not in BENCHES]
+    if unknown:
+        parser.error(f"unknown benchmarks {unknown}; choose from {', '.join(BENCHES)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    if args.records:
+        n = args.records
+        sizes = Sizes(**{**asdict(sizes), "p1_records": n, "p3_records": n, "p6_records": n, "p9_records": n})
+    run = Run(sizes)
+    started = time.time()
+    head = (
+        f"oncelog benchmark suite, {'QUICK' if args.quick else 'full'} run; commit {git_commit()}; "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}; {machine_description()}; "
+        f"load average {os.getloadavg()[0]:.2f} at start"
+    )
+    print(head, flush=True)
+
+    profiler = None
+    if args.profile:
+        from bench.profiling import BrokerProfiler
+
+        profiler = BrokerProfiler(args.profile).install()
+    steps: list[tuple[str, Callable[[], None]]] = []
+    if {"P2", "P4", "P5"} & set(args.only):
+        steps.append(("machine", lambda: bench_machine(run)))
+    for name, fn in (
+        ("P1", bench_p1),
+        ("P2", bench_p2),
+        ("P3", bench_p3),
+        ("P4", bench_p4),
+        ("P5", bench_p5),
+        ("P6", bench_p6),
+        ("P9", bench_p9),
+    ):
+        if name in args.only:
+            steps.append((name, lambda fn=fn: fn(run)))
+    if "P7" in args.only:
+        steps.insert(len(steps) - ("P9" in args.only), ("P7", lambda: bench_p7(run, args.quick)))
+    try:
+        for name, step in steps:
+            t0 = time.time()
+            print(f"[{name}] ...", flush=True)
+            if profiler is not None:
+                profiler.label = name
+            step()
+            print(f"[{name}] done in {time.time() - t0:.1f} s", flush=True)
+    finally:
+        if profiler is not None:
+            profiler.close()
+    elapsed = time.time() - started
+    print()
+    print(head)
+    print(table(run.lines))
+    print(
+        f"total {elapsed:.0f} s; load average {os.getloadavg()[0]:.2f} at the end "
+        "(other processes on this machine skew every figure; pairs are measured back to back)"
+    )
+
+    if args.json:
+        doc: dict[str, object] = to_json(run.lines)
+        doc["meta"] = {
+            "quick": args.quick,
+            "only": args.only,
+            "commit": git_commit(),
+            "machine": machine_description(),
+            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "seconds": elapsed,
+            "sizes": asdict(sizes),
+        }
+        doc["details"] = run.details
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    if args.plot:
+        from bench import plot
+
+        if not run.samples:
+            print("no latency samples (P4/P5 not run): no plot")
+        elif not plot.available():
+            print("matplotlib is not installed: no plot (uv pip install matplotlib)")
+        else:
+            goals = {name: ([2.0, 10.0]) for name in run.samples}
+            plot.latency_cdfs(
+                run.samples,
+                goals,
+                args.plot,
+                f"oncelog vs librdkafka mock, commit {git_commit()}, {machine_description()}",
+            )
+            print(f"plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
