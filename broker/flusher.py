@@ -3,10 +3,10 @@
 Two modes, chosen by Kafka's flush properties (see broker.config):
 
 * **fsync before acknowledging** (``log.flush.interval.messages=1``, the default here): an append marks its log dirty;
-  one flusher task fdatasyncs every dirty log's data in worker threads (in parallel), then advances each log's high
-  watermark to what is now
-  durable and wakes the requests waiting for it. Appends that arrive during an fsync are covered by the next one, so
-  concurrent producers share fsyncs (group commit). Consumers only ever see durable data.
+  one flusher task fdatasyncs every dirty log's data off the event loop (several logs in parallel), then advances
+  each log's high watermark to what is now durable and wakes the requests waiting for it. Appends that arrive during
+  an fsync are covered by the next one, so concurrent producers share fsyncs (group commit). Consumers only ever see
+  durable data.
 * **page cache** (larger ``log.flush.interval.messages`` or a ``log.flush.interval.ms``): the high watermark advances
   at append; the flusher fsyncs a log once it holds that many unflushed messages or that much time has passed.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import structlog
@@ -23,6 +24,9 @@ from oncelog.storage.errors import KafkaStorageError
 from oncelog.storage.log import PartitionLog
 
 log = structlog.get_logger(__name__)
+
+#: Threads that fdatasync different logs of one round in parallel.
+SYNC_THREADS = 8
 
 
 @dataclass
@@ -59,6 +63,7 @@ class LogFlusher:
         self._states: dict[PartitionLog, _LogState] = {}
         self._dirty: set[PartitionLog] = set()
         self._in_flight: dict[PartitionLog, int] = {}  # log -> end offset of the fsync under way
+        self._pool: ThreadPoolExecutor | None = None
         self._wakeup = trio.Event()
         self.fsyncs = 0
 
@@ -106,22 +111,21 @@ class LogFlusher:
         self._wakeup.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Flush dirty logs until cancelled."""
-        task_status.started()
-        while True:
-            timeout = math.inf if self.fsync_before_ack else self._scheduler_interval_s
-            with trio.move_on_after(timeout):
-                await self._wakeup.wait()
-            self._wakeup = trio.Event()
-            self._add_overdue_logs()
-            if self._dirty:
-                await self.flush_dirty()
-
-    @staticmethod
-    async def _flush_one(
-        partition_log: PartitionLog, end_offset: int, outcomes: list[BaseException | None], index: int
-    ) -> None:
-        outcomes[index] = await trio.to_thread.run_sync(_flush_data, partition_log, end_offset)
+        """Flush dirty logs until cancelled. Owns the pool of sync threads for its lifetime."""
+        with ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="oncelog-sync") as pool:
+            self._pool = pool
+            task_status.started()
+            try:
+                while True:
+                    timeout = math.inf if self.fsync_before_ack else self._scheduler_interval_s
+                    with trio.move_on_after(timeout):
+                        await self._wakeup.wait()
+                    self._wakeup = trio.Event()
+                    self._add_overdue_logs()
+                    if self._dirty:
+                        await self.flush_dirty()
+            finally:
+                self._pool = None
 
     def _add_overdue_logs(self) -> None:
         if self._interval_ms < 0:
@@ -132,18 +136,16 @@ class LogFlusher:
                 self._dirty.add(partition_log)
 
     async def flush_dirty(self) -> None:
-        """fdatasync every dirty log (one worker thread each), then release the waiters it covers."""
+        """fdatasync every dirty log, then release the waiters it covers."""
         batch = [(partition_log, partition_log.log_end_offset) for partition_log in self._dirty]
         self._dirty = set()
         for partition_log, _ in batch:
             self._state(partition_log).unflushed_messages = 0
         self._in_flight = dict(batch)
-        outcomes: list[BaseException | None] = [None] * len(batch)
         try:
-            # One worker thread per log, so their fsyncs overlap (the device handles them in parallel).
-            async with trio.open_nursery() as nursery:
-                for index, (partition_log, end_offset) in enumerate(batch):
-                    nursery.start_soon(self._flush_one, partition_log, end_offset, outcomes, index)
+            # One hop to a worker thread per round; it spreads the logs over the sync pool so their fdatasyncs
+            # overlap (the device serves them in parallel) without a thread hand-off per log.
+            outcomes = await trio.to_thread.run_sync(_flush_all, batch, self._pool)
         finally:
             self._in_flight = {}
         self.fsyncs += 1
@@ -173,9 +175,18 @@ class LogFlusher:
 
 
 def _flush_data(partition_log: PartitionLog, end_offset: int) -> BaseException | None:
-    """Runs in a worker thread: make the log's data durable up to ``end_offset``; a failure is returned."""
+    """Make the log's data durable up to ``end_offset``; a failure is returned, not raised."""
     try:
         partition_log.flush_data(end_offset)
     except (OSError, KafkaStorageError) as exc:
         return exc
     return None
+
+
+def _flush_all(
+    batch: list[tuple[PartitionLog, int]], pool: ThreadPoolExecutor | None
+) -> list[BaseException | None]:
+    """Runs in a worker thread: sync every log of the round, in parallel on ``pool`` when there are several."""
+    if len(batch) == 1 or pool is None:
+        return [_flush_data(partition_log, end) for partition_log, end in batch]
+    return list(pool.map(_flush_data, *zip(*batch, strict=True)))
