@@ -1,4 +1,5 @@
-"""The ``oncelog`` command: ``oncelog broker`` runs a single-node broker until SIGTERM/SIGINT."""
+"""The ``oncelog`` command: ``oncelog broker`` runs a single-node broker until SIGTERM/SIGINT; the other commands
+(``topic``, ``produce``, ``consume``, ``txn``, ``group``, ``copy``) are the bundled client's tools."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a property (repeatable)"
     )
     broker.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    from oncelog.client.cli import add_subcommands
+
+    add_subcommands(commands)
     return parser
 
 
@@ -83,6 +87,10 @@ async def run_broker(node: BrokerNode) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "broker":
+        from oncelog.client.cli import run
+
+        return run(args)
     configure_logging(args.log_level)
     try:
         config, listen, advertise = resolve_config(args)

@@ -1,0 +1,247 @@
+"""The async admin client: topics, configs, and KIP-664 transaction tooling (list/describe/abort)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from oncelog.client.assignors import decode_assignment
+from oncelog.client.cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, Cluster
+from oncelog.client.errors import KafkaError, error_for
+from oncelog.client.types import TopicPartition
+from oncelog.protocol import ApiKey, ErrorCode
+
+RESOURCE_TYPES = {"topic": 2, "broker": 4}  # DescribeConfigs resource_type (Kafka ConfigResource.Type)
+ADMIN_TIMEOUT_MS = 30000  # default.api.timeout.ms is 60000; admin requests carry 30 s like Kafka's tools
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int
+    partitions: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    client_id: str
+    client_host: str
+    assignment: list[TopicPartition]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class Admin:
+    """``async with Admin("host:port") as admin: await admin.create_topic("t", 3)``."""
+
+    def __init__(self, bootstrap_servers: str | Iterable[str], *, request_timeout_ms: int = 30000,
+                 client_id: str = "oncelog-admin") -> None:
+        self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+
+    async def __aenter__(self) -> Admin:
+        await self._cluster.__aenter__()
+        try:
+            await self._cluster.any_connection()
+        except BaseException:
+            await self._cluster.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._cluster.__aexit__(None, None, None)
+
+    async def _controller(self) -> int | None:
+        await self._cluster.refresh_metadata([])
+        return self._cluster.controller_id if self._cluster.controller_id >= 0 else None
+
+    # --- topics -------------------------------------------------------------------------------------------
+
+    async def create_topics(self, topics: Mapping[str, int], *, replication_factor: int = 1,
+                            configs: Mapping[str, str] | None = None, validate_only: bool = False,
+                            timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, KafkaError | None]:
+        """Create ``{name: partitions}``; returns each topic's error (None when created)."""
+        body = {"topics": [{"name": name, "num_partitions": n, "replication_factor": replication_factor,
+                            "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+                           for name, n in topics.items()],
+                "timeout_ms": timeout_ms, "validate_only": validate_only}
+        resp = await self._cluster.request(await self._controller(), ApiKey.CREATE_TOPICS, body)
+        self._cluster.invalidate()
+        return {t.name: error_for(t.error_code, t.error_message) if t.error_code else None for t in resp.topics}
+
+    async def create_topic(self, name: str, partitions: int = 1, **kw: Any) -> None:
+        """Create one topic; raises its error (TOPIC_ALREADY_EXISTS included)."""
+        error = (await self.create_topics({name: partitions}, **kw))[name]
+        if error is not None:
+            raise error
+
+    async def delete_topics(self, names: Iterable[str], *,
+                            timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, KafkaError | None]:
+        names = list(names)
+        body = {"topic_names": names, "topics": [{"name": n} for n in names], "timeout_ms": timeout_ms}
+        resp = await self._cluster.request(await self._controller(), ApiKey.DELETE_TOPICS, body)
+        self._cluster.invalidate()
+        return {r.name: error_for(r.error_code, r.error_message) if r.error_code else None for r in resp.responses}
+
+    async def list_topics(self, *, internal: bool = False) -> dict[str, int]:
+        """``{topic: partition count}`` of every topic (internal ones only when asked)."""
+        resp = await self._cluster.refresh_metadata(None)
+        return {t.name: len(t.partitions) for t in resp.topics
+                if t.error_code == 0 and (internal or not t.is_internal)}
+
+    async def describe_topics(self, names: Iterable[str]) -> dict[str, dict[int, int]]:
+        """``{topic: {partition: leader node id}}``; raises the error of an unknown topic."""
+        resp = await self._cluster.refresh_metadata(list(names), allow_auto_create=False)
+        out = {}
+        for t in resp.topics:
+            if t.error_code:
+                raise error_for(t.error_code, f"topic {t.name}")
+            parts = sorted(t.partitions, key=lambda p: p.partition_index)
+            out[t.name] = {p.partition_index: p.leader_id for p in parts}
+        return out
+
+    async def describe_configs(self, resource_type: str, name: str,
+                               keys: Iterable[str] | None = None) -> dict[str, str | None]:
+        """Config values of a ``"topic"`` or ``"broker"`` (by node id as a string)."""
+        body = {"resources": [{"resource_type": RESOURCE_TYPES[resource_type], "resource_name": name,
+                               "configuration_keys": None if keys is None else list(keys)}]}
+        node = int(name) if resource_type == "broker" else None
+        resp = await self._cluster.request(node, ApiKey.DESCRIBE_CONFIGS, body)
+        result = resp.results[0]
+        if result.error_code:
+            raise error_for(result.error_code, result.error_message)
+        return {c.name: c.value for c in result.configs}
+
+    # --- transactions (KIP-664) ---------------------------------------------------------------------------
+
+    async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                duration_ms: int = -1) -> list[TransactionListing]:
+        """Every broker's ListTransactions answer, merged."""
+        await self._cluster.refresh_metadata([])
+        out: list[TransactionListing] = []
+        body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+                "duration_filter": duration_ms}
+        for node in sorted(self._cluster.brokers):
+            resp = await self._cluster.request(node, ApiKey.LIST_TRANSACTIONS, body)
+            if resp.error_code:
+                raise error_for(resp.error_code, "ListTransactions")
+            out += [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                    for t in resp.transaction_states]
+        return out
+
+    async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
+        out = {}
+        for tid in transactional_ids:
+            node = await self._cluster.coordinator(COORDINATOR_TRANSACTION, tid)
+            resp = await self._cluster.request(node, ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [tid]})
+            for s in resp.transaction_states:
+                if s.error_code:
+                    raise error_for(s.error_code, f"DescribeTransactions {s.transactional_id}")
+                out[s.transactional_id] = TransactionDescription(
+                    s.transactional_id, s.transaction_state, s.producer_id, s.producer_epoch,
+                    s.transaction_timeout_ms, s.transaction_start_time_ms,
+                    [TopicPartition(t.topic, p) for t in s.topics for p in t.partitions])
+        return out
+
+    async def describe_producers(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition,
+                                                                                     list[ProducerState]]:
+        """Active producers of each partition (DescribeProducers, sent to the partition's leader)."""
+        by_node: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            by_node.setdefault(await self._cluster.leader_for(tp), []).append(tp)
+        out: dict[TopicPartition, list[ProducerState]] = {}
+        for node, tps in by_node.items():
+            topics: dict[str, list[int]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            body = {"topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+            resp = await self._cluster.request(node, ApiKey.DESCRIBE_PRODUCERS, body)
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_for(p.error_code, p.error_message)
+                    out[TopicPartition(t.name, p.partition_index)] = [
+                        ProducerState(a.producer_id, a.producer_epoch, a.last_sequence, a.last_timestamp,
+                                      a.coordinator_epoch, a.current_txn_start_offset)
+                        for a in p.active_producers]
+        return out
+
+    async def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int = 0) -> None:
+        """Write an ABORT marker for a hanging transaction of ``producer_id`` to ``tp`` (WriteTxnMarkers, sent
+        to the partition's leader), as Kafka's ``kafka-transactions.sh abort`` does."""
+        body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
+                             "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+                             "topics": [{"name": tp.topic, "partition_indexes": [tp.partition]}]}]}
+        resp = await self._cluster.request(await self._cluster.leader_for(tp), ApiKey.WRITE_TXN_MARKERS, body)
+        for marker in resp.markers:
+            for t in marker.topics:
+                for p in t.partitions:
+                    if p.error_code and p.error_code != ErrorCode.NONE:
+                        raise error_for(p.error_code, f"WriteTxnMarkers {t.name}-{p.partition_index}")
+
+    # --- consumer groups ----------------------------------------------------------------------------------
+
+    async def list_groups(self, *, states: Iterable[str] = ()) -> list[GroupListing]:
+        """Every broker's ListGroups answer, merged."""
+        await self._cluster.refresh_metadata([])
+        out: list[GroupListing] = []
+        for node in sorted(self._cluster.brokers):
+            resp = await self._cluster.request(node, ApiKey.LIST_GROUPS, {"states_filter": list(states)})
+            if resp.error_code:
+                raise error_for(resp.error_code, "ListGroups")
+            out += [GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups]
+        return out
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        out = {}
+        for gid in group_ids:
+            node = await self._cluster.coordinator(COORDINATOR_GROUP, gid)
+            resp = await self._cluster.request(node, ApiKey.DESCRIBE_GROUPS, {"groups": [gid]})
+            for g in resp.groups:
+                if g.error_code:
+                    raise error_for(g.error_code, f"DescribeGroups {g.group_id}")
+                members = [MemberDescription(m.member_id, m.client_id, m.client_host,
+                                             decode_assignment(m.member_assignment)
+                                             if g.protocol_type == "consumer" else [])
+                           for m in g.members]
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
+                                                   members)
+        return out

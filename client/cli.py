@@ -1,0 +1,282 @@
+"""Command-line tools built on the async client: ``topic``, ``produce``, ``consume``, ``txn``, ``copy``.
+
+``add_subcommands(subparsers)`` registers them on the ``oncelog`` parser; ``run(args)`` executes one and returns
+the exit code (0 ok, 1 a Kafka error, 2 bad usage). Every command takes ``--bootstrap-server`` (default
+127.0.0.1:9092).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+import anyio
+from oncelog.client.admin import Admin
+from oncelog.client.consumer import Consumer
+from oncelog.client.errors import KafkaError
+from oncelog.client.producer import Producer
+from oncelog.client.types import ConsumerRecord, TopicPartition
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+CLIENT_COMMANDS = ("topic", "produce", "consume", "txn", "group", "copy")
+
+
+def _bootstrap(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP, help="HOST:PORT[,HOST:PORT...]")
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    """Register the client commands on ``subparsers`` (each sets ``args.client_command``)."""
+    topic = subparsers.add_parser("topic", help="create, list, describe or delete topics")
+    tsub = topic.add_subparsers(dest="action", required=True)
+    create = tsub.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", "-p", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    lst = tsub.add_parser("list", help="list topics")
+    lst.add_argument("--internal", action="store_true", help="include internal topics")
+    describe = tsub.add_parser("describe", help="partitions and leaders of topics")
+    describe.add_argument("names", nargs="+")
+    delete = tsub.add_parser("delete", help="delete topics")
+    delete.add_argument("names", nargs="+")
+    for p in (create, lst, describe, delete):
+        _bootstrap(p)
+
+    produce = subparsers.add_parser("produce", help="write lines of stdin or a file as records")
+    produce.add_argument("topic")
+    produce.add_argument("--file", "-f", default=None, help="read this file instead of stdin")
+    produce.add_argument("--key-separator", default=None, help="split each line into KEY<sep>VALUE")
+    produce.add_argument("--partition", type=int, default=None)
+    produce.add_argument("--transactional", metavar="TRANSACTIONAL_ID", default=None,
+                         help="write every line in one transaction")
+    produce.add_argument("--compression", default=None, choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    _bootstrap(produce)
+
+    consume = subparsers.add_parser("consume", help="print records of a topic")
+    consume.add_argument("topic")
+    consume.add_argument("--partition", type=int, action="append", default=None)
+    consume.add_argument("--isolation", choices=["read_uncommitted", "read_committed"], default="read_uncommitted")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--group", default=None, help="start from and commit this group's offsets")
+    consume.add_argument("--json", action="store_true", help="one JSON object per record")
+    consume.add_argument("--count", type=int, default=None, help="stop after this many records")
+    consume.add_argument("--idle-timeout-ms", type=int, default=None,
+                         help="stop when nothing arrives for this long (default: wait forever)")
+    _bootstrap(consume)
+
+    txn = subparsers.add_parser("txn", help="list, describe or abort transactions")
+    xsub = txn.add_subparsers(dest="action", required=True)
+    xlist = xsub.add_parser("list", help="transactions known to the coordinators")
+    xlist.add_argument("--state", action="append", default=[])
+    xdesc = xsub.add_parser("describe", help="state and partitions of transactional ids")
+    xdesc.add_argument("ids", nargs="+")
+    xabort = xsub.add_parser("abort", help="abort a hanging transaction on one partition")
+    xabort.add_argument("--topic", required=True)
+    xabort.add_argument("--partition", type=int, required=True)
+    xabort.add_argument("--producer-id", type=int, required=True)
+    xabort.add_argument("--producer-epoch", type=int, default=None, help="default: from DescribeProducers")
+    xabort.add_argument("--coordinator-epoch", type=int, default=0)
+    for p in (xlist, xdesc, xabort):
+        _bootstrap(p)
+
+    group = subparsers.add_parser("group", help="list or describe consumer groups")
+    gsub = group.add_subparsers(dest="action", required=True)
+    glist = gsub.add_parser("list", help="groups known to the coordinators")
+    glist.add_argument("--state", action="append", default=[])
+    gdesc = gsub.add_parser("describe", help="state, members and committed offsets of groups")
+    gdesc.add_argument("ids", nargs="+")
+    gdesc.add_argument("--topic", action="append", default=[], help="also print committed offsets of this topic")
+    for p in (glist, gdesc):
+        _bootstrap(p)
+
+    copy = subparsers.add_parser("copy", help="exactly-once copy IN -> OUT through an optional transform")
+    copy.add_argument("input")
+    copy.add_argument("output")
+    copy.add_argument("--group", default=None, help="commit input offsets to this group inside each transaction")
+    copy.add_argument("--transform", default=None, metavar="MODULE:FUNCTION",
+                      help="called with each ConsumerRecord; returns None (drop), a value, (key, value) or a list")
+    copy.add_argument("--transactional-id", default=None, help="default: oncelog-copy-IN-OUT")
+    copy.add_argument("--idle-timeout-ms", type=int, default=2000, help="stop when the input is idle this long")
+    copy.add_argument("--batch", type=int, default=500, help="records per transaction")
+    _bootstrap(copy)
+
+    for name in CLIENT_COMMANDS:
+        subparsers.choices[name].set_defaults(client_command=name)
+
+
+def run(args: argparse.Namespace, *, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+    """Execute the parsed client command; returns the process exit code."""
+    out = stdout or sys.stdout
+    handler = {"topic": _topic, "produce": _produce, "consume": _consume, "txn": _txn, "group": _group,
+               "copy": _copy}
+    try:
+        return anyio.run(handler[args.client_command], args, stdin or sys.stdin, out)
+    except KafkaError as exc:
+        print(f"oncelog: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except (ValueError, ImportError, AttributeError) as exc:
+        print(f"oncelog: {exc}", file=sys.stderr)
+        return 2
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode(errors="replace")
+
+
+async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+    async with Admin(args.bootstrap_server) as admin:
+        if args.action == "create":
+            configs = dict(item.split("=", 1) for item in args.config)
+            await admin.create_topic(args.name, args.partitions, replication_factor=args.replication_factor,
+                                     configs=configs)
+            print(f"created {args.name}", file=out)
+        elif args.action == "list":
+            for name in sorted(await admin.list_topics(internal=args.internal)):
+                print(name, file=out)
+        elif args.action == "describe":
+            for name, parts in (await admin.describe_topics(args.names)).items():
+                print(f"{name}\tpartitions={len(parts)}", file=out)
+                for p, leader in parts.items():
+                    print(f"  partition={p}\tleader={leader}", file=out)
+        else:
+            code = 0
+            for name, err in (await admin.delete_topics(args.names)).items():
+                print(f"deleted {name}" if err is None else f"{name}: {err}", file=out)
+                code = code or (1 if err else 0)
+            return code
+    return 0
+
+
+async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str]) -> int:
+    source = open(args.file, encoding="utf-8") if args.file else stdin  # noqa: SIM115
+    try:
+        async with Producer(args.bootstrap_server, transactional_id=args.transactional,
+                            compression_type=args.compression) as producer:
+            if args.transactional:
+                await producer.init_transactions()
+                await producer.begin_transaction()
+            futures = []
+            for line in source:
+                line = line.rstrip("\n")
+                key: str | None = None
+                if args.key_separator is not None and args.key_separator in line:
+                    key, line = line.split(args.key_separator, 1)
+                futures.append(await producer.send(args.topic, line, key, partition=args.partition))
+            if args.transactional:
+                await producer.commit_transaction()
+            else:
+                await producer.flush()
+            for fut in futures:
+                await fut
+            print(f"produced {len(futures)} records to {args.topic}", file=sys.stderr)
+    finally:
+        if source is not stdin:
+            source.close()
+    return 0
+
+
+def _format(record: ConsumerRecord, as_json: bool) -> str:
+    if as_json:
+        return json.dumps({"topic": record.topic, "partition": record.partition, "offset": record.offset,
+                           "timestamp": record.timestamp, "key": _text(record.key), "value": _text(record.value),
+                           "headers": [[k, _text(v)] for k, v in record.headers]})
+    return _text(record.value) or ""
+
+
+async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+    reset = "earliest" if args.from_beginning else "latest"
+    async with Consumer(args.bootstrap_server, group_id=args.group, isolation_level=args.isolation,
+                        auto_offset_reset=reset) as consumer:
+        parts = args.partition or [tp.partition for tp in await consumer.partitions_for_topic(args.topic)]
+        consumer.assign([TopicPartition(args.topic, p) for p in parts])
+        if args.from_beginning and args.group is None:
+            await consumer.seek_to_beginning()
+        seen = 0
+        idle_s = None if args.idle_timeout_ms is None else args.idle_timeout_ms / 1000
+        while args.count is None or seen < args.count:
+            limit = None if args.count is None else args.count - seen
+            got: dict[TopicPartition, list[ConsumerRecord]] = {}
+            with anyio.move_on_after(idle_s):
+                while not got:
+                    got = await consumer.getmany(timeout_ms=500, max_records=limit)
+            if not got:
+                break
+            records = sorted((r for rs in got.values() for r in rs), key=lambda r: (r.partition, r.offset))
+            for record in records:
+                print(_format(record, args.json), file=out)
+            out.flush()
+            seen += len(records)
+        if args.group is not None:
+            await consumer.commit()
+    return 0
+
+
+async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+    async with Admin(args.bootstrap_server) as admin:
+        if args.action == "list":
+            for t in await admin.list_transactions(states=args.state):
+                print(f"{t.transactional_id}\tproducer_id={t.producer_id}\tstate={t.state}", file=out)
+        elif args.action == "describe":
+            for tid, d in (await admin.describe_transactions(args.ids)).items():
+                parts = ",".join(f"{tp.topic}-{tp.partition}" for tp in d.partitions)
+                print(f"{tid}\tstate={d.state}\tproducer_id={d.producer_id}\tepoch={d.producer_epoch}"
+                      f"\ttimeout_ms={d.timeout_ms}\tpartitions={parts}", file=out)
+        else:
+            tp = TopicPartition(args.topic, args.partition)
+            epoch = args.producer_epoch
+            if epoch is None:
+                producers = (await admin.describe_producers([tp])).get(tp, [])
+                match = [p for p in producers if p.producer_id == args.producer_id]
+                if not match:
+                    print(f"producer {args.producer_id} is not active on {tp.topic}-{tp.partition}", file=out)
+                    return 1
+                epoch = match[0].producer_epoch
+            await admin.abort_transaction(tp, args.producer_id, epoch, args.coordinator_epoch)
+            print(f"aborted producer {args.producer_id} (epoch {epoch}) on {tp.topic}-{tp.partition}", file=out)
+    return 0
+
+
+async def _group(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+    async with Admin(args.bootstrap_server) as admin:
+        if args.action == "list":
+            for g in await admin.list_groups(states=args.state):
+                print(f"{g.group_id}\tprotocol_type={g.protocol_type}\tstate={g.state}", file=out)
+            return 0
+        for gid, d in (await admin.describe_groups(args.ids)).items():
+            print(f"{gid}\tstate={d.state}\tprotocol={d.protocol}\tmembers={len(d.members)}", file=out)
+            for m in d.members:
+                parts = ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)
+                print(f"  member={m.member_id}\tclient_id={m.client_id}\thost={m.client_host}\t"
+                      f"assignment={parts}", file=out)
+            if args.topic:
+                async with Consumer(args.bootstrap_server, group_id=gid) as consumer:
+                    tps = [tp for t in args.topic for tp in await consumer.partitions_for_topic(t)]
+                    for tp, om in (await consumer.committed_many(tps)).items():
+                        offset = om.offset if om is not None else "-"
+                        print(f"  {tp.topic}-{tp.partition}\tcommitted={offset}", file=out)
+    return 0
+
+
+def load_transform(spec: str) -> Callable[[ConsumerRecord], Any]:
+    """``module:function`` -> the function."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"--transform must be MODULE:FUNCTION, got {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+    from oncelog.client.eos import copy_topic
+
+    transform = load_transform(args.transform) if args.transform else None
+    tid = args.transactional_id or f"oncelog-copy-{args.input}-{args.output}"
+    copied = await copy_topic(args.bootstrap_server, args.input, args.output, group_id=args.group,
+                              transactional_id=tid, transform=transform, batch=args.batch,
+                              idle_timeout_ms=args.idle_timeout_ms)
+    print(f"copied {copied[0]} records, wrote {copied[1]}", file=out)
+    return 0

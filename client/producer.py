@@ -1,0 +1,388 @@
+"""The async producer: batching per partition, compression, idempotence and transactions (anyio: trio or asyncio).
+
+Guarantees: ``send`` returns once the record is queued, with a future that resolves to its RecordMetadata or to the
+error that stopped it; records of one partition are written in send order; with idempotence every batch carries
+the producer id/epoch and a per-partition sequence that a retry keeps, so retries never duplicate records.
+``commit_transaction`` flushes first; ``abort_transaction`` fails the records not yet sent and waits for those in
+flight. Retriable errors are retried until delivery.timeout.ms; see ``errors.classify`` for the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import anyio
+from oncelog.client.accumulator import ProducerBatch, RecordAccumulator
+from oncelog.client.cluster import Cluster
+from oncelog.client.config import ProducerConfig
+from oncelog.client.errors import (
+    ConfigError,
+    ErrorClass,
+    IllegalStateError,
+    KafkaError,
+    TransactionAbortedError,
+    classify,
+    error_for,
+)
+from oncelog.client.future import Future, Signal
+from oncelog.client.partitioner import DefaultPartitioner
+from oncelog.client.txn_manager import TransactionManager, TxnState
+from oncelog.client.types import GroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
+from oncelog.client.versions import pick
+from oncelog.protocol import ApiKey, ErrorCode
+from oncelog.protocol.records import SimpleRecord, encode_batch
+
+# Errors after which the leader may have moved: refresh metadata before retrying.
+_METADATA_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.NETWORK_EXCEPTION, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.REQUEST_TIMED_OUT,
+})
+
+Bytes = bytes | str | None
+
+
+def _to_bytes(value: Bytes) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+class Producer:
+    """``async with Producer("host:port", transactional_id=...) as p: ...`` -- see the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        *,
+        partitioner: Callable[[str, bytes | None, int], int] | None = None,
+        cluster: Cluster | None = None,
+        **config: Any,
+    ) -> None:
+        """``config``: see :meth:`ProducerConfig.build`; ``cluster`` replaces the connections (tests)."""
+        self.config = ProducerConfig.build(**config)
+        c = self.config
+        self._cluster = cluster or Cluster(bootstrap_servers, client_id=c.client_id,
+                                           request_timeout_ms=c.request_timeout_ms, max_in_flight=c.max_in_flight,
+                                           retry_backoff_ms=c.retry_backoff_ms)
+        self._partitioner = partitioner or DefaultPartitioner()
+        self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms, c.max_in_flight)
+        self._txn: TransactionManager | None = None
+        if c.enable_idempotence:
+            self._txn = TransactionManager(self._cluster, c.transactional_id,
+                                           transaction_timeout_ms=c.transaction_timeout_ms,
+                                           retry_backoff_ms=c.retry_backoff_ms, max_block_ms=c.max_block_ms)
+        self._started = False
+        self._closed = False
+        self._flushing = 0
+        self._wake: anyio.Event | None = None
+        self._progress: Signal | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect, get a producer id (idempotent, non-transactional) and start the sender task."""
+        if self._started:
+            return
+        self._wake = anyio.Event()
+        self._progress = Signal()
+        await self._cluster.__aenter__()
+        self._started = True
+        try:
+            await self._cluster.any_connection()
+            if self._txn is not None and not self._txn.transactional:
+                await self._txn.init_producer_id()
+        except BaseException:
+            await self._cluster.__aexit__(None, None, None)
+            self._closed = True
+            raise
+        self._cluster.task_group.start_soon(self._sender)
+
+    async def close(self, *, flush: bool = True) -> None:
+        """Send what is queued (unless ``flush`` is False or the producer failed) and close the connections."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        try:
+            if flush and (self._txn is None or self._txn.state is not TxnState.FATAL_ERROR):
+                with anyio.move_on_after(self.config.delivery_timeout_ms / 1000):
+                    await self.flush()
+        finally:
+            self._closed = True
+            self._acc.drop_unsent(IllegalStateError("producer closed"))
+            await self._cluster.__aexit__(None, None, None)
+
+    @property
+    def transaction_state(self) -> TxnState | None:
+        """The transaction manager's state (None without idempotence)."""
+        return self._txn.state if self._txn is not None else None
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        return (self._txn.producer_id, self._txn.producer_epoch) if self._txn is not None else (-1, -1)
+
+    def _check_open(self) -> None:
+        if not self._started:
+            raise IllegalStateError("the producer is not started (use it as an async context manager)")
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+
+    # --- sending ------------------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: Bytes,
+        key: Bytes = None,
+        *,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, Bytes]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Future[RecordMetadata]:
+        """Queue one record; returns a future of its RecordMetadata (``await`` it for delivery)."""
+        self._check_open()
+        if self._txn is not None:
+            self._txn.check_can_send()
+        key_b, value_b = _to_bytes(key), _to_bytes(value)
+        info = self._cluster.topics.get(topic)
+        if info is not None and not info.error_code and self._cluster.metadata_fresh():
+            count = len(info.leaders)
+        else:
+            count = await self._cluster.partitions_for(topic)
+        if partition is None:
+            partition = self._partitioner(topic, key_b, count)
+        elif not 0 <= partition < count:
+            raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+        tp = TopicPartition(topic, partition)
+        if self._txn is not None:
+            self._txn.check_can_send()
+            self._txn.maybe_add_partition(tp)
+        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        record = SimpleRecord(key_b, value_b, [(k, _to_bytes(v)) for k, v in headers or ()], ts)
+        fut: Future[RecordMetadata] = Future()
+        new, full = self._acc.append(tp, record, fut, time.monotonic())
+        if full and key_b is None and isinstance(self._partitioner, DefaultPartitioner):
+            self._partitioner.next_batch(topic, count, partition)
+        if new or full or self.config.linger_ms == 0 or (self._txn is not None and self._txn.new_partitions):
+            self._wakeup()
+        return fut
+
+    async def send_and_wait(self, topic: str, value: Bytes, key: Bytes = None, **kw: Any) -> RecordMetadata:
+        """``send`` and wait for delivery."""
+        fut = await self.send(topic, value, key, **kw)
+        return await fut
+
+    async def flush(self) -> None:
+        """Wait until every queued record is delivered or failed (sends lingering batches at once)."""
+        self._check_open()
+        assert self._progress is not None
+        self._flushing += 1
+        try:
+            self._wakeup()
+            while self._acc.has_in_flight() or (self._acc.queued() and not self._stuck()):
+                await self._progress.wait()
+        finally:
+            self._flushing -= 1
+
+    def _stuck(self) -> bool:
+        """Queued batches can never go out: the transaction failed (abort drops them)."""
+        return self._txn is not None and self._txn.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR)
+
+    def _wakeup(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    # --- transactions -------------------------------------------------------------------------------------
+
+    def _txn_required(self, method: str) -> TransactionManager:
+        if self._txn is None or not self._txn.transactional:
+            raise ConfigError(f"{method} requires transactional.id to be set")
+        self._check_open()
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Get the producer id/epoch for transactional.id, fencing older producers and ending their transaction."""
+        await self._txn_required("init_transactions").init_producer_id()
+
+    async def begin_transaction(self) -> None:
+        self._txn_required("begin_transaction").begin()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], group_metadata: GroupMetadata | str
+    ) -> None:
+        """Commit consumer offsets as part of the transaction (AddOffsetsToTxn + TxnOffsetCommit)."""
+        await self._txn_required("send_offsets_to_transaction").send_offsets(offsets, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Flush, then commit; raises AbortableTransactionError if any record of the transaction failed."""
+        txn = self._txn_required("commit_transaction")
+        txn.check_not_failed()
+        if txn.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
+            raise IllegalStateError(f"commit_transaction called in state {txn.state.name}")
+        await self.flush()
+        txn.check_not_failed()
+        txn.transition(TxnState.COMMITTING_TRANSACTION)
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Drop unsent records (their futures fail with TransactionAbortedError), wait for in-flight ones, abort."""
+        txn = self._txn_required("abort_transaction")
+        if txn.state is TxnState.FATAL_ERROR:
+            txn.check_not_failed()
+        txn.transition(TxnState.ABORTING_TRANSACTION)
+        self._acc.drop_unsent(TransactionAbortedError("the transaction was aborted"))
+        assert self._progress is not None
+        while self._acc.has_in_flight():
+            await self._progress.wait()
+        await txn.end(commit=False)
+
+    # --- the sender task ----------------------------------------------------------------------------------
+
+    def _sendable(self, tp: TopicPartition) -> bool:
+        return self._txn is None or self._txn.is_sendable(tp)
+
+    async def _sender(self) -> None:
+        assert self._progress is not None
+        while True:
+            txn = self._txn
+            if txn is not None and txn.new_partitions:
+                await txn.add_partitions()
+                self._progress.notify()
+            if txn is not None and txn.state is TxnState.FATAL_ERROR and self._acc.queued():
+                self._acc.drop_unsent(txn.last_error or KafkaError("fatal producer error"))
+                self._progress.notify()
+            now = time.monotonic()
+            for batch in self._acc.expired(now):
+                batch.fail(KafkaError(f"delivery.timeout.ms expired for {batch.tp}", ErrorCode.REQUEST_TIMED_OUT))
+                self._progress.notify()
+            batches, wait_s = self._acc.ready(now, flushing=self._flushing > 0, sendable=self._sendable)
+            if batches:
+                await self._dispatch(batches)
+            if txn is not None and txn.new_partitions and txn.state is TxnState.IN_TRANSACTION:
+                wait_s = 0.0
+            assert self._wake is not None
+            if not self._wake.is_set():
+                with anyio.move_on_after(wait_s):
+                    await self._wake.wait()
+            self._wake = anyio.Event()
+
+    async def _dispatch(self, batches: list[ProducerBatch]) -> None:
+        """Write one Produce request per leader, in order (the sender is the only writer), then let a task
+        wait for each response."""
+        by_node: dict[int, list[ProducerBatch]] = {}
+        for batch in batches:
+            try:
+                leader = await self._cluster.leader_for(batch.tp)
+            except KafkaError as exc:
+                self._handle_error(batch, exc.code or ErrorCode.UNKNOWN_SERVER_ERROR, exc)
+                self._finished([batch])
+                continue
+            if batch.payload is None:
+                self._encode(batch)
+            by_node.setdefault(leader, []).append(batch)
+        for node, node_batches in by_node.items():
+            # Kafka takes one batch per partition per request: the n-th batch of each partition goes in request n.
+            rounds: list[list[ProducerBatch]] = []
+            depth: dict[TopicPartition, int] = {}
+            for batch in node_batches:
+                n = depth.get(batch.tp, 0)
+                depth[batch.tp] = n + 1
+                if n == len(rounds):
+                    rounds.append([])
+                rounds[n].append(batch)
+            for request_batches in rounds:
+                await self._submit(node, request_batches)
+
+    def _encode(self, batch: ProducerBatch) -> None:
+        txn = self._txn
+        kw: dict[str, Any] = {"compression": self.config.compression}
+        if txn is not None:
+            kw.update(producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
+                      base_sequence=txn.next_sequence(batch.tp, len(batch.records)),
+                      transactional=txn.transactional)
+            batch.base_sequence = kw["base_sequence"]
+        batch.payload = encode_batch(batch.records, **kw)
+
+    async def _submit(self, node: int, batches: list[ProducerBatch]) -> None:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for batch in batches:
+            batch.attempts += 1
+            topics.setdefault(batch.tp.topic, []).append({"index": batch.tp.partition, "records": batch.payload})
+        body = {"transactional_id": self.config.transactional_id, "acks": self.config.acks,
+                "timeout_ms": self.config.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+        acks = self.config.acks != 0
+        try:
+            conn = await self._cluster.connection(node)
+            version = pick(conn.versions, ApiKey.PRODUCE)
+            pending = await conn.submit(ApiKey.PRODUCE, version, body, expect_response=acks)
+        except KafkaError as exc:
+            for batch in batches:
+                self._handle_error(batch, exc.code or ErrorCode.NETWORK_EXCEPTION, exc)
+            self._finished(batches)
+            return
+        if pending is None:  # acks=0
+            for batch in batches:
+                batch.complete(-1, -1)
+            self._finished(batches)
+            return
+        self._cluster.task_group.start_soon(self._await_response, conn, version, pending, batches)
+
+    async def _await_response(self, conn: Any, version: int, pending: Any, batches: list[ProducerBatch]) -> None:
+        try:
+            resp = conn.decode(ApiKey.PRODUCE, version, await conn.wait(pending))
+        except KafkaError as exc:
+            for batch in batches:
+                self._handle_error(batch, exc.code or ErrorCode.NETWORK_EXCEPTION, exc)
+        else:
+            self.handle_produce_response(batches, resp)
+        finally:
+            self._finished(batches)
+
+    def _finished(self, batches: list[ProducerBatch]) -> None:
+        for batch in batches:
+            self._acc.done(batch)
+        assert self._progress is not None
+        self._progress.notify()
+        self._wakeup()
+
+    def handle_produce_response(self, batches: list[ProducerBatch], resp: Any) -> None:
+        """Complete, retry or fail each batch per its partition's error code."""
+        by_tp = {batch.tp: batch for batch in batches}
+        for topic in resp.responses:
+            for p in topic.partition_responses:
+                batch = by_tp.pop(TopicPartition(topic.name, p.index), None)
+                if batch is None:
+                    continue
+                if p.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                    batch.complete(p.base_offset, p.log_append_time_ms)
+                else:
+                    self._handle_error(batch, p.error_code, None, p.error_message)
+        for batch in by_tp.values():
+            self._handle_error(batch, ErrorCode.UNKNOWN_SERVER_ERROR, KafkaError("no response for the partition"))
+
+    def _handle_error(self, batch: ProducerBatch, code: int, exc: KafkaError | None,
+                      message: str | None = None) -> None:
+        now = time.monotonic()
+        retriable = classify(code) is ErrorClass.RETRIABLE or (
+            # A batch behind one being retried: the broker saw a gap in the sequence. Resend it after that one.
+            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._acc.earlier_pending(batch))
+        if (retriable and batch.attempts <= self.config.retries
+                and now < batch.deadline and not self._closed and not self._stuck()):
+            batch.retry_at = now + self.config.retry_backoff_ms / 1000
+            self._acc.requeue(batch)
+            if code in _METADATA_ERRORS:
+                self._cluster.invalidate()
+            return
+        error = exc if exc is not None else error_for(code, message)
+        if self._txn is not None:
+            raised = self._txn.fail(error)
+            error = raised if self._txn.state is TxnState.FATAL_ERROR else error
+        batch.fail(error)

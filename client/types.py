@@ -1,0 +1,45 @@
+"""Plain value types shared by the producer, consumer and admin client."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str | None = None
+    leader_epoch: int = -1
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class GroupMetadata(NamedTuple):
+    """A consumer's group identity, as send_offsets_to_transaction needs it (KIP-447)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

@@ -1,0 +1,98 @@
+"""The executor half of the exactly-once write: one Spark task's rows in one transaction, left open ("prepared")
+for the driver to commit.
+
+Guarantees, for the task of (query, batch, Spark partition):
+
+* the transactional.id is derived from (query, Spark partition), so ``init_transactions`` fences every earlier
+  attempt of this partition and aborts the transaction such an attempt left open;
+* the rows and a progress marker -- the offset ``batch + 1`` committed with TxnOffsetCommit into the group of
+  (query, Spark partition) -- are in the same transaction, so the marker is visible iff the rows are committed;
+* when the marker shows this batch (or a later one) committed, nothing is written and the message says so;
+* on any error the transaction is aborted before the error propagates;
+* on success the transaction is flushed but not committed: the returned :class:`TaskCommit` carries the producer
+  id and epoch the driver needs to end it (see ``txn_end``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import anyio
+import pyarrow as pa
+from oncelog.client import Consumer, KafkaError, OffsetAndMetadata, Producer, TopicPartition, TxnState
+from oncelog.pipeline.options import SinkOptions
+from oncelog.pipeline.rows import batch_to_sends
+
+WRITE_LINGER_MS = 20  # linger.ms for task producers (Kafka default 5): fuller batches at high rates
+WRITE_BATCH_SIZE = 512 * 1024  # batch.size for task producers (Kafka default 16384)
+
+
+@dataclass(frozen=True)
+class TaskCommit:
+    """What a task hands to the driver: the open transaction to end, or ``skipped`` when the marker showed the
+    batch already committed (``transactional_id`` is then still set, ``producer_id`` is -1)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partition_id: int
+    batch_id: int
+    rows: int
+    skipped: bool = False
+
+
+def marker_tp(sink: SinkOptions) -> TopicPartition:
+    return TopicPartition(sink.marker_topic, 0)
+
+
+async def committed_batch(sink: SinkOptions, partition_id: int) -> int | None:
+    """The last batch id the marker of (query, partition) shows committed, or None."""
+    async with Consumer(sink.bootstrap, group_id=sink.marker_group(partition_id),
+                        client_id="oncelog-spark-writer") as consumer:
+        committed = await consumer.committed(marker_tp(sink))
+    return None if committed is None else committed - 1
+
+
+async def _write(sink: SinkOptions, partition_id: int, batch_id: int,
+                 batches: Iterable[pa.RecordBatch]) -> TaskCommit:
+    tid = sink.transactional_id(partition_id)
+    config = {"linger_ms": WRITE_LINGER_MS, "batch_size": WRITE_BATCH_SIZE} | dict(sink.producer_config)
+    async with Producer(sink.bootstrap, transactional_id=tid, transaction_timeout_ms=sink.transaction_timeout_ms,
+                        client_id="oncelog-spark-writer", **config) as producer:
+        await producer.init_transactions()
+        done = await committed_batch(sink, partition_id)
+        if done is not None and done >= batch_id:
+            return TaskCommit(tid, -1, -1, partition_id, batch_id, 0, skipped=True)
+        await producer.begin_transaction()
+        rows = 0
+        try:
+            it = iter(batches)
+            # Spark produces the input while the event loop keeps sending: pull each batch in a worker thread.
+            while (batch := await anyio.to_thread.run_sync(next, it, None)) is not None:
+                for topic, key, value, partition, headers in batch_to_sends(batch, sink.topic):
+                    await producer.send(topic, value, key, partition=partition, headers=headers)
+                rows += batch.num_rows
+            if rows == 0:  # nothing to write: no transaction, no marker (an empty batch needs no replay guard)
+                await producer.abort_transaction()
+                return TaskCommit(tid, -1, -1, partition_id, batch_id, 0)
+            marker = json.dumps({"query": sink.query_id, "batch": batch_id, "partition": partition_id,
+                                 "rows": rows}, sort_keys=True)
+            await producer.send_offsets_to_transaction({marker_tp(sink): OffsetAndMetadata(batch_id + 1, marker)},
+                                                       sink.marker_group(partition_id))
+            await producer.flush()
+            if producer.transaction_state is not TxnState.IN_TRANSACTION:  # a send failed: never commit
+                raise KafkaError(f"transaction of {tid} failed ({producer.transaction_state})")
+        except BaseException:
+            with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError):
+                await producer.abort_transaction()
+            raise
+        pid, epoch = producer.producer_id_and_epoch
+        return TaskCommit(tid, pid, epoch, partition_id, batch_id, rows)
+
+
+def write_task(sink: SinkOptions, partition_id: int, batch_id: int, batches: Iterable[pa.RecordBatch]) -> TaskCommit:
+    """Write ``batches`` for (query, ``batch_id``, ``partition_id``) in one transaction left open (blocking)."""
+    return anyio.run(_write, sink, partition_id, batch_id, batches)
