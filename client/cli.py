@@ -19,6 +19,7 @@ from oncelog.client.admin import Admin
 from oncelog.client.consumer import Consumer
 from oncelog.client.errors import KafkaError
 from oncelog.client.producer import Producer
+from oncelog.client.progress import ProgressBar
 from oncelog.client.types import ConsumerRecord, TopicPartition
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -161,18 +162,21 @@ async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str]) -> in
                 await producer.init_transactions()
                 await producer.begin_transaction()
             futures = []
+            progress = ProgressBar("produce")
             for line in source:
                 line = line.rstrip("\n")
                 key: str | None = None
                 if args.key_separator is not None and args.key_separator in line:
                     key, line = line.split(args.key_separator, 1)
                 futures.append(await producer.send(args.topic, line, key, partition=args.partition))
+                progress.update(1)
             if args.transactional:
                 await producer.commit_transaction()
             else:
                 await producer.flush()
             for fut in futures:
                 await fut
+            progress.close()
             print(f"produced {len(futures)} records to {args.topic}", file=sys.stderr)
     finally:
         if source is not stdin:
@@ -197,6 +201,12 @@ async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
         if args.from_beginning and args.group is None:
             await consumer.seek_to_beginning()
         seen = 0
+        # Drawn only when the records go to a file or pipe, so the bar never overwrites them on the terminal.
+        progress = (
+            ProgressBar("consume", args.count, enabled=sys.stderr.isatty() and not out.isatty())
+            if args.count is not None
+            else None
+        )
         idle_s = None if args.idle_timeout_ms is None else args.idle_timeout_ms / 1000
         while args.count is None or seen < args.count:
             limit = None if args.count is None else args.count - seen
@@ -211,6 +221,10 @@ async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
                 print(_format(record, args.json), file=out)
             out.flush()
             seen += len(records)
+            if progress is not None:
+                progress.update(len(records))
+        if progress is not None:
+            progress.close()
         if args.group is not None:
             await consumer.commit()
     return 0
