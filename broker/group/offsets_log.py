@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import structlog
 from oncelog.broker.clock import now_ms
 from oncelog.broker.faults import fault_point
+from oncelog.broker.internal_log import replay
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import DecodeError, ErrorCode
 from oncelog.protocol.internal.group_log import (
@@ -28,7 +29,14 @@ from oncelog.protocol.internal.group_log import (
     decode_offset_value,
 )
 from oncelog.protocol.internal.java_hash import partition_for_key
-from oncelog.protocol.records import ControlType, SimpleRecord, decode_control_record, encode_batch, iter_batches
+from oncelog.protocol.records import (
+    BatchHeader,
+    ControlType,
+    Record,
+    SimpleRecord,
+    decode_control_record,
+    encode_batch,
+)
 from oncelog.storage.append_origin import AppendOrigin
 
 if TYPE_CHECKING:
@@ -36,7 +44,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-_READ_CHUNK = 8 * 1024 * 1024
 
 #: Kafka's GroupMetadataManager mapping of append errors to what group clients understand.
 _APPEND_ERRORS = {
@@ -146,18 +153,5 @@ class GroupLog:
             except DecodeError as exc:
                 log.warning("group_record_skipped", partition=partition, offset=record.offset, error=str(exc))
 
-    def _records(self, partition: int) -> Iterator:
-        partition_log = self._broker.logs.get(CONSUMER_OFFSETS_TOPIC, partition)
-        if partition_log is None:
-            return
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            chunk = partition_log.read(offset, _READ_CHUNK, max_offset=end)
-            if not chunk:
-                break
-            for header, records in iter_batches(chunk):
-                for record in records:
-                    if record.offset >= offset:
-                        yield header, record
-                offset = max(offset, header.next_offset)
+    def _records(self, partition: int) -> Iterator[tuple[BatchHeader, Record]]:
+        return replay(self._broker.logs.get(CONSUMER_OFFSETS_TOPIC, partition))

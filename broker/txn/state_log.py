@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from oncelog.broker.clock import now_ms
+from oncelog.broker.internal_log import replay
 from oncelog.broker.metadata import TRANSACTION_STATE_TOPIC
 from oncelog.broker.txn.metadata import TransactionMetadata, TxnState
 from oncelog.protocol import ErrorCode
@@ -23,7 +24,7 @@ from oncelog.protocol.internal.transaction_log import (
     encode_txn_log_key,
     encode_txn_log_value,
 )
-from oncelog.protocol.records import SimpleRecord, encode_batch, iter_batches
+from oncelog.protocol.records import SimpleRecord, encode_batch
 from oncelog.storage.append_origin import AppendOrigin
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 #: Kafka's transaction.state.log.segment.bytes default.
 TRANSACTION_STATE_SEGMENT_BYTES = 104857600
-_READ_CHUNK = 8 * 1024 * 1024
 
 
 class StateLogError(Exception):
@@ -118,17 +118,6 @@ class TransactionStateLog:
         return states
 
     def _records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        partition_log = self._broker.logs.get(TRANSACTION_STATE_TOPIC, partition)
-        if partition_log is None:
-            return
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            chunk = partition_log.read(offset, _READ_CHUNK, max_offset=end)
-            if not chunk:
-                break
-            for header, records in iter_batches(chunk):
-                for record in records:
-                    if record.offset >= offset and record.key is not None:
-                        yield record.key, record.value
-                offset = max(offset, header.next_offset)
+        for _, record in replay(self._broker.logs.get(TRANSACTION_STATE_TOPIC, partition)):
+            if record.key is not None:
+                yield record.key, record.value
