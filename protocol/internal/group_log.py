@@ -16,13 +16,10 @@ A null value is a tombstone: the offset was deleted/expired, or the group was de
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from oncelog.protocol import primitives as p
-from oncelog.protocol.errors import DecodeError, EncodeError, ProtocolError
+from oncelog.protocol.errors import DecodeError, EncodeError
+from oncelog.protocol.internal.versioned import build, parse, split_version
 from oncelog.protocol.schema import F, Message
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -36,7 +33,6 @@ OFFSET_VALUE_VERSION_WITH_EXPIRE = 1  # the only version holding expire_timestam
 GROUP_VALUE_VERSIONS = (0, 1, 2, 3, 4)
 GROUP_VALUE_VERSION = 3  # Kafka's highest non-flexible version
 
-_VERSION = struct.Struct(">h")
 
 _OFFSET_KEY = Message("OffsetCommitKey", -1, "0-1", "none", (
     F("group", "string"),
@@ -132,23 +128,23 @@ def encode_offset_key(group: str, topic: str, partition: int, *, version: int = 
     if version not in OFFSET_KEY_VERSIONS:
         raise EncodeError(f"unknown offset commit key version {version}")
     body = {"group": group, "topic": topic, "partition": partition}
-    return _VERSION.pack(version) + _build(_OFFSET_KEY, version, body)
+    return build(_OFFSET_KEY, version, body)
 
 
 def encode_group_key(group: str) -> bytes:
     """A GroupMetadataKey (version 2)."""
-    return _VERSION.pack(GROUP_KEY_VERSION) + _build(_GROUP_KEY, GROUP_KEY_VERSION, {"group": group})
+    return build(_GROUP_KEY, GROUP_KEY_VERSION, {"group": group})
 
 
 def decode_key(data: bytes | bytearray | memoryview) -> OffsetKey | GroupKey:
     """Decode a ``__consumer_offsets`` key. Raises DecodeError for another version (e.g. KIP-848's records),
     truncation, invalid UTF-8 or trailing bytes."""
-    version, body = _split_version(data, "key")
+    version, body = split_version(data, "__consumer_offsets key")
     if version in OFFSET_KEY_VERSIONS:
-        k = _parse(_OFFSET_KEY, version, body)
+        k = parse(_OFFSET_KEY, version, body)
         return OffsetKey(k.group, k.topic, k.partition)
     if version == GROUP_KEY_VERSION:
-        return GroupKey(_parse(_GROUP_KEY, version, body).group)
+        return GroupKey(parse(_GROUP_KEY, version, body).group)
     raise DecodeError(f"unsupported __consumer_offsets key version {version}")
 
 
@@ -165,17 +161,17 @@ def encode_offset_value(value: OffsetValue, *, version: int | None = None) -> by
         "commit_timestamp": value.commit_timestamp_ms,
         "expire_timestamp": value.expire_timestamp_ms,
     }
-    return _VERSION.pack(version) + _build(_OFFSET_VALUE, version, body)
+    return build(_OFFSET_VALUE, version, body)
 
 
 def decode_offset_value(data: bytes | bytearray | memoryview | None) -> OffsetValue | None:
     """An OffsetCommitValue of any version 0-4; None for a tombstone. Raises DecodeError when malformed."""
     if data is None:
         return None
-    version, body = _split_version(data, "offset value")
+    version, body = split_version(data, "__consumer_offsets offset value")
     if version not in OFFSET_VALUE_VERSIONS:
         raise DecodeError(f"unknown offset commit value version {version}")
-    v = _parse(_OFFSET_VALUE, version, body)
+    v = parse(_OFFSET_VALUE, version, body)
     return OffsetValue(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch, v.expire_timestamp)
 
 
@@ -203,7 +199,7 @@ def encode_group_value(value: GroupValue, *, version: int = GROUP_VALUE_VERSION)
             for m in value.members
         ],
     }
-    return _VERSION.pack(version) + _build(_GROUP_VALUE, version, body)
+    return build(_GROUP_VALUE, version, body)
 
 
 def decode_group_value(data: bytes | bytearray | memoryview | None) -> GroupValue | None:
@@ -213,10 +209,10 @@ def decode_group_value(data: bytes | bytearray | memoryview | None) -> GroupValu
     """
     if data is None:
         return None
-    version, body = _split_version(data, "group value")
+    version, body = split_version(data, "__consumer_offsets group value")
     if version not in GROUP_VALUE_VERSIONS:
         raise DecodeError(f"unknown group metadata value version {version}")
-    v = _parse(_GROUP_VALUE, version, body)
+    v = parse(_GROUP_VALUE, version, body)
     members = tuple(
         MemberValue(
             member_id=m.member_id,
@@ -231,32 +227,3 @@ def decode_group_value(data: bytes | bytearray | memoryview | None) -> GroupValu
         for m in v.members
     )
     return GroupValue(v.protocol_type, v.generation, v.protocol, v.leader, v.current_state_timestamp, members)
-
-
-def _split_version(data: bytes | bytearray | memoryview, what: str) -> tuple[int, memoryview]:
-    view = memoryview(data)
-    if len(view) < _VERSION.size:
-        raise DecodeError(f"__consumer_offsets {what} too short for its version: {len(view)} bytes")
-    return _VERSION.unpack_from(view)[0], view[_VERSION.size:]
-
-
-def _parse(message: Message, version: int, body: memoryview) -> Any:
-    stream = p.Reader(body)
-    try:
-        result = message.construct(version).parse_stream(stream)
-    except ProtocolError:
-        raise
-    except Exception as e:
-        raise DecodeError(f"malformed {message.name} v{version}: {type(e).__name__}: {e}") from None
-    if stream.tell() != stream.end:
-        raise DecodeError(f"{stream.end - stream.tell()} trailing bytes after {message.name} v{version}")
-    return result
-
-
-def _build(message: Message, version: int, body: Mapping[str, Any]) -> bytes:
-    try:
-        return message.construct(version).build(body)
-    except ProtocolError:
-        raise
-    except Exception as e:
-        raise EncodeError(f"cannot encode {message.name} v{version}: {type(e).__name__}: {e}") from None

@@ -17,14 +17,12 @@ keeps it in memory only and resets it to -1 (NO_PRODUCER_EPOCH) when it reloads 
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from oncelog.protocol import primitives as p
-from oncelog.protocol.errors import DecodeError, EncodeError, ProtocolError
+from oncelog.protocol.errors import DecodeError, EncodeError
+from oncelog.protocol.internal.versioned import build, parse, split_version
 from oncelog.protocol.schema import F, Message
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -33,7 +31,6 @@ KEY_VERSION = 0
 VALUE_VERSIONS = (0, 1)
 DEFAULT_VALUE_VERSION = 0  # what Kafka writes while transaction.version < 1 (its default through 3.x)
 
-_VERSION = struct.Struct(">h")
 
 
 class TxnStateCode(IntEnum):
@@ -105,16 +102,16 @@ class TxnLogValue:
 
 def encode_txn_log_key(transactional_id: str) -> bytes:
     """The record key: int16 version 0 + ``transactional_id``. Raises EncodeError if it cannot be encoded."""
-    return _VERSION.pack(KEY_VERSION) + _build(_KEY, KEY_VERSION, {"transactional_id": transactional_id})
+    return build(_KEY, KEY_VERSION, {"transactional_id": transactional_id})
 
 
 def decode_txn_log_key(data: bytes | bytearray | memoryview) -> str:
     """The transactional id of a record key. Raises DecodeError for a version other than 0, truncation,
     invalid UTF-8 or trailing bytes."""
-    version, body = _split_version(data, "key")
+    version, body = split_version(data, "__transaction_state key")
     if version != KEY_VERSION:
         raise DecodeError(f"unknown __transaction_state key version {version}")
-    return _parse(_KEY, version, body).transactional_id
+    return parse(_KEY, version, body).transactional_id
 
 
 def encode_txn_log_value(value: TxnLogValue, *, version: int = DEFAULT_VALUE_VERSION) -> bytes:
@@ -148,7 +145,7 @@ def encode_txn_log_value(value: TxnLogValue, *, version: int = DEFAULT_VALUE_VER
         "transaction_start_timestamp_ms": value.start_timestamp_ms,
         "client_transaction_version": value.client_transaction_version,
     }
-    return _VERSION.pack(version) + _build(_VALUE, version, body)
+    return build(_VALUE, version, body)
 
 
 def decode_txn_log_value(data: bytes | bytearray | memoryview | None) -> TxnLogValue | None:
@@ -160,10 +157,10 @@ def decode_txn_log_value(data: bytes | bytearray | memoryview | None) -> TxnLogV
     """
     if data is None:
         return None
-    version, body = _split_version(data, "value")
+    version, body = split_version(data, "__transaction_state value")
     if version not in VALUE_VERSIONS:
         raise DecodeError(f"unknown __transaction_state value version {version}")
-    v = _parse(_VALUE, version, body)
+    v = parse(_VALUE, version, body)
     try:
         state = TxnStateCode(v.transaction_status)
     except ValueError:
@@ -185,32 +182,3 @@ def decode_txn_log_value(data: bytes | bytearray | memoryview | None) -> TxnLogV
         next_producer_id=v.next_producer_id,
         client_transaction_version=v.client_transaction_version,
     )
-
-
-def _split_version(data: bytes | bytearray | memoryview, what: str) -> tuple[int, memoryview]:
-    view = memoryview(data)
-    if len(view) < _VERSION.size:
-        raise DecodeError(f"__transaction_state {what} too short for its version: {len(view)} bytes")
-    return _VERSION.unpack_from(view)[0], view[_VERSION.size:]
-
-
-def _parse(message: Message, version: int, body: memoryview) -> Any:
-    stream = p.Reader(body)
-    try:
-        result = message.construct(version).parse_stream(stream)
-    except ProtocolError:
-        raise
-    except Exception as e:
-        raise DecodeError(f"malformed {message.name} v{version}: {type(e).__name__}: {e}") from None
-    if stream.tell() != stream.end:
-        raise DecodeError(f"{stream.end - stream.tell()} trailing bytes after {message.name} v{version}")
-    return result
-
-
-def _build(message: Message, version: int, body: Mapping[str, Any]) -> bytes:
-    try:
-        return message.construct(version).build(body)
-    except ProtocolError:
-        raise
-    except Exception as e:
-        raise EncodeError(f"cannot encode {message.name} v{version}: {type(e).__name__}: {e}") from None
