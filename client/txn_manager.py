@@ -324,7 +324,10 @@ class TransactionManager:
                 raise self.fail(error_for(code, "TxnOffsetCommit"))
 
     async def end(self, commit: bool) -> None:
-        """EndTxn (only when something was added), then READY; KIP-360 epoch bump after an abort if needed."""
+        """EndTxn (only when something was added), then READY; KIP-360 epoch bump after an abort if needed.
+
+        Against a broker with EndTxn v5 every transaction ends with a new epoch, so a delayed copy of this EndTxn
+        can never end the next transaction (KAFKA-17754)."""
         started = bool(self.partitions) or self.offsets_added
         if started:
             body = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
@@ -335,6 +338,12 @@ class TransactionManager:
                 raise self.fail(exc) from None
             if resp.error_code:
                 raise self.fail(error_for(resp.error_code, "EndTxn"))
+            if resp.producer_id >= 0:
+                # EndTxn v5 (KIP-890 part 2): the transaction ended with a bumped epoch (or a new producer id);
+                # the next one uses it, so the epoch bump an abort may need has already happened.
+                self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+                self._sequences.clear()
+                self.need_epoch_bump = False
         self.partitions.clear()
         self.pending_partitions.clear()
         self.new_partitions.clear()

@@ -22,7 +22,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FIND_COORDINATOR: (1, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),

@@ -1,4 +1,7 @@
-"""EndTxn (26): commit or abort; answered once the markers are durable in every partition."""
+"""EndTxn (26): commit or abort; answered once the markers are durable in every partition.
+
+From v5 (KIP-890 part 2) the transaction ends with a bumped producer epoch, which the response carries; the
+client produces its next transaction with it."""
 
 from __future__ import annotations
 
@@ -11,14 +14,18 @@ from oncelog.protocol import ApiKey
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
 
+#: The first EndTxn version whose transaction ends with an epoch bump (Kafka's TransactionVersion 2).
+EPOCH_BUMP_SINCE = 5
+
 
 async def handle(broker: BrokerNode, request: Request) -> dict:
     body = request.body
-    error = await broker.transactions.end_transaction(
+    error, producer_id, producer_epoch = await broker.transactions.end_transaction(
         body.transactional_id,
         body.producer_id,
         body.producer_epoch,
         body.committed,
         fencing_error(ApiKey.END_TXN, request.version),
+        bump_epoch=request.version >= EPOCH_BUMP_SINCE,
     )
-    return {"throttle_time_ms": 0, "error_code": error}
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": producer_epoch}

@@ -26,9 +26,12 @@ from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.broker.txn.markers import MarkerWriter, TxnMarker
 from oncelog.broker.txn.metadata import (
     COMPLETED_STATES,
+    EXHAUSTED_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED_STATES,
+    TV_0,
+    TV_2,
     TransactionMetadata,
     TxnState,
     epoch_exhausted,
@@ -263,7 +266,11 @@ class TransactionCoordinator:
             now = now_ms()
             start = metadata.start_timestamp_ms if metadata.state == TxnState.ONGOING else now
             new = metadata.transition(
-                TxnState.ONGOING, now, partitions=metadata.partitions | wanted, start_timestamp_ms=start
+                TxnState.ONGOING,
+                now,
+                partitions=metadata.partitions | wanted,
+                start_timestamp_ms=start,
+                client_transaction_version=TV_0,  # Kafka's version for AddPartitionsToTxn v0-3
             )
             try:
                 await self._persist(new)
@@ -274,33 +281,79 @@ class TransactionCoordinator:
     # EndTxn ----------------------------------------------------------------------------------------------------
 
     async def end_transaction(
-        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, fenced: ErrorCode
-    ) -> ErrorCode:
-        """Kafka's handleEndTransaction from a client: prepare, write markers, complete."""
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        fenced: ErrorCode,
+        *,
+        bump_epoch: bool = False,
+    ) -> tuple[ErrorCode, int, int]:
+        """Kafka's handleEndTransaction from a client: prepare, write markers, complete.
+
+        Returns (error, producer id, epoch); on success the id and epoch the producer uses next. With ``bump_epoch``
+        (EndTxn v5+, KIP-890 part 2) the transaction ends with epoch + 1, or with a new producer id once the epoch
+        is exhausted. A delayed copy of that EndTxn then carries a stale epoch: it is answered from the completed
+        state while the id is idle (a retry) and fenced once the next transaction has begun, instead of ending it
+        (KAFKA-17754). Without ``bump_epoch`` the epoch stays, as in Kafka's transaction version 1.
+        """
         if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
+            return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         async with self._locks[transactional_id]:
             metadata = self._transactions.get(transactional_id)
-            if metadata is None or metadata.producer_id != producer_id:
-                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-            if epoch != metadata.producer_epoch:
-                return fenced
-            state = metadata.state
-            if state == TxnState.ONGOING:
-                try:
-                    await self._prepare_and_complete(metadata, commit)
-                except StateLogError as exc:
-                    return exc.error
-                return ErrorCode.NONE
-            if state == TxnState.COMPLETE_COMMIT:
-                return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
-            if state == TxnState.COMPLETE_ABORT:
-                return ErrorCode.NONE if not commit else ErrorCode.INVALID_TXN_STATE
-            if state == TxnState.PREPARE_COMMIT:
-                return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
-            if state == TxnState.PREPARE_ABORT:
-                return ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE
-            return ErrorCode.INVALID_TXN_STATE
+            error = self._end_request_error(metadata, producer_id, epoch, commit, fenced)
+            if error != ErrorCode.NONE or metadata is None:
+                return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            if metadata.state != TxnState.ONGOING:
+                return ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch
+            changes: dict[str, object] = {"client_transaction_version": TV_2 if bump_epoch else TV_0}
+            if bump_epoch:
+                changes |= {"producer_epoch": metadata.producer_epoch + 1, "last_producer_epoch": epoch}
+                if epoch_exhausted(metadata.producer_epoch):
+                    changes["next_producer_id"] = self._broker.producer_ids.next_id()
+            try:
+                completed = await self._prepare_and_complete(metadata, commit, **changes)
+            except StateLogError as exc:
+                return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            return ErrorCode.NONE, completed.producer_id, completed.producer_epoch
+
+    @staticmethod
+    def _end_request_error(
+        metadata: TransactionMetadata | None, producer_id: int, epoch: int, commit: bool, fenced: ErrorCode
+    ) -> ErrorCode:
+        """Kafka's checks of an EndTxn before acting: NONE means end the ongoing transaction, or (in any other
+        state) answer that the same decision was already made."""
+        if metadata is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        state = metadata.state
+        bumped = metadata.bumps_epoch_on_end
+        # A retry of an EndTxn that bumped the epoch names the epoch (or, after an overflow, the producer) before it.
+        retry_on_bump = bumped and producer_id == metadata.producer_id and epoch + 1 == metadata.producer_epoch
+        retry_on_overflow = (
+            bumped
+            and producer_id == metadata.last_producer_id
+            and epoch == EXHAUSTED_EPOCH
+            and metadata.producer_epoch == 0
+        )
+        if producer_id != metadata.producer_id and not retry_on_overflow:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if not bumped or state in (TxnState.ONGOING, TxnState.EMPTY):
+            valid_epoch = epoch == metadata.producer_epoch
+        elif state in PREPARED_STATES:
+            valid_epoch = retry_on_bump
+        else:
+            valid_epoch = retry_on_bump or retry_on_overflow
+        if not valid_epoch:
+            return fenced
+        same = {
+            TxnState.ONGOING: ErrorCode.NONE,
+            TxnState.COMPLETE_COMMIT: ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE,
+            TxnState.COMPLETE_ABORT: ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE,
+            TxnState.PREPARE_COMMIT: ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE,
+            TxnState.PREPARE_ABORT: ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS,
+        }
+        return same.get(state, ErrorCode.INVALID_TXN_STATE)
 
     async def _fence_and_abort(self, metadata: TransactionMetadata) -> None:
         """Bump the epoch (fencing the current producer) and abort the ongoing transaction with it."""
@@ -308,24 +361,43 @@ class TransactionCoordinator:
         fencing = metadata.transition(TxnState.PREPARE_EPOCH_FENCE, now_ms(), producer_epoch=epoch)
         await self._prepare_and_complete(fencing, commit=False)
 
-    async def _prepare_and_complete(self, metadata: TransactionMetadata, commit: bool) -> None:
-        prepared = metadata.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms())
+    async def _prepare_and_complete(
+        self, metadata: TransactionMetadata, commit: bool, **changes: object
+    ) -> TransactionMetadata:
+        prepared = metadata.transition(
+            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms(), **changes
+        )
         await self._persist(prepared)
         fault_point("txn.after_prepare")
-        await self._complete(prepared)
+        return await self._complete(prepared)
 
-    async def _complete(self, prepared: TransactionMetadata) -> None:
-        """Write the markers of a prepared transaction, then its Complete* record (not waited for)."""
+    async def _complete(self, prepared: TransactionMetadata) -> TransactionMetadata:
+        """Write the markers of a prepared transaction, then its Complete* record (not waited for); returns it.
+
+        The markers carry the prepared producer id and epoch; a transaction whose epoch bump overflowed completes
+        with its next producer id at epoch 0 (KIP-890 part 2)."""
         commit = prepared.state == TxnState.PREPARE_COMMIT
         marker = TxnMarker(
             prepared.producer_id, prepared.producer_epoch, COORDINATOR_EPOCH, commit, prepared.partitions
         )
         await self._write_markers(marker)
         fault_point("txn.before_complete")
+        identity: dict[str, object] = {}
+        if prepared.next_producer_id != NO_PRODUCER_ID:
+            identity = {
+                "producer_id": prepared.next_producer_id,
+                "producer_epoch": 0,
+                "last_producer_id": prepared.producer_id,
+                "next_producer_id": NO_PRODUCER_ID,
+            }
         completed = prepared.transition(
-            TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, now_ms(), partitions=frozenset()
+            TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+            now_ms(),
+            partitions=frozenset(),
+            **identity,
         )
         await self._persist(completed, wait=False)
+        return completed
 
     async def _write_markers(self, marker: TxnMarker) -> None:
         """Write markers until every partition has one; partitions deleted meanwhile are dropped, as in Kafka."""

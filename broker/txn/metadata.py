@@ -10,6 +10,10 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 #: Kafka's TransactionMetadata.isEpochExhausted: an epoch this high cannot be bumped again (Short.MaxValue - 1).
 EXHAUSTED_EPOCH = 32766
+#: Kafka's TransactionVersion: TV_0 for clients that keep their epoch; TV_2 (KIP-890 part 2, EndTxn v5+) bumps the
+#: producer epoch at the end of every transaction.
+TV_0 = 0
+TV_2 = 2
 
 
 class TxnState(enum.IntEnum):
@@ -65,12 +69,21 @@ class TransactionMetadata:
     #: The previous producer id/epoch, kept in memory so a retried InitProducerId is recognised (KIP-360).
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    #: TV_2 when the last EndTxn bumped the epoch (KIP-890 part 2); AddPartitionsToTxn v0-3 sets TV_0 again.
+    client_transaction_version: int = TV_0
+    #: The producer id the transaction moves to on completion, when its epoch bump would overflow (TV_2 only).
+    next_producer_id: int = NO_PRODUCER_ID
 
     def transition(self, state: TxnState, now_ms: int, **changes: object) -> TransactionMetadata:
         """A copy in ``state`` with ``changes`` applied; raises IllegalTransitionError for an illegal change."""
         if self.state not in VALID_PREVIOUS_STATES[state]:
             raise IllegalTransitionError(f"{self.transactional_id}: {self.state.name} -> {state.name}")
         return dataclasses.replace(self, state=state, last_update_timestamp_ms=now_ms, **changes)  # type: ignore[arg-type]
+
+    @property
+    def bumps_epoch_on_end(self) -> bool:
+        """The current (or last) transaction was ended with a per-transaction epoch bump (KIP-890 part 2)."""
+        return self.client_transaction_version >= TV_2
 
     def is_expired(self, now_ms: int) -> bool:
         """An ongoing transaction past its timeout (the coordinator aborts it)."""

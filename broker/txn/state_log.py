@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from oncelog.broker.clock import now_ms
 from oncelog.broker.internal_log import replay
 from oncelog.broker.metadata import TRANSACTION_STATE_TOPIC
-from oncelog.broker.txn.metadata import TransactionMetadata, TxnState
+from oncelog.broker.txn.metadata import NO_PRODUCER_ID, TransactionMetadata, TxnState
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.java_hash import partition_for_key
 from oncelog.protocol.internal.transaction_log import (
@@ -54,7 +54,17 @@ def to_log_value(metadata: TransactionMetadata) -> TxnLogValue:
         partitions=partitions,
         last_update_timestamp_ms=metadata.last_update_timestamp_ms,
         start_timestamp_ms=metadata.start_timestamp_ms,
+        previous_producer_id=metadata.last_producer_id,
+        next_producer_id=metadata.next_producer_id,
+        client_transaction_version=metadata.client_transaction_version,
     )
+
+
+def log_value_version(metadata: TransactionMetadata) -> int:
+    """Value v1 (flexible, with KIP-890's tagged fields) once the id uses epoch bumps on EndTxn, else v0 as Kafka
+    writes it before ``transaction.version`` 2: the v1 fields are what finishing a prepared TV_2 transaction after a
+    restart needs."""
+    return 1 if metadata.bumps_epoch_on_end or metadata.next_producer_id != NO_PRODUCER_ID else 0
 
 
 def from_log_value(transactional_id: str, value: TxnLogValue) -> TransactionMetadata:
@@ -67,6 +77,9 @@ def from_log_value(transactional_id: str, value: TxnLogValue) -> TransactionMeta
         partitions=frozenset((t, p) for t, ps in value.partitions.items() for p in ps),
         start_timestamp_ms=value.start_timestamp_ms,
         last_update_timestamp_ms=value.last_update_timestamp_ms,
+        last_producer_id=value.previous_producer_id,
+        client_transaction_version=value.client_transaction_version,
+        next_producer_id=value.next_producer_id,
     )
 
 
@@ -92,7 +105,11 @@ class TransactionStateLog:
         Raises StateLogError when the append fails.
         """
         self.ensure_topic()
-        value = encode_txn_log_value(to_log_value(metadata)) if metadata is not None else None
+        value = (
+            encode_txn_log_value(to_log_value(metadata), version=log_value_version(metadata))
+            if metadata is not None
+            else None
+        )
         batch = encode_batch([SimpleRecord(encode_txn_log_key(transactional_id), value)], now_ms=now_ms())
         partition = self.partition_for(transactional_id)
         replicas = self._broker.replicas

@@ -1,12 +1,13 @@
-"""Protocol abuse around transaction ends: replayed and concurrent EndTxn (KAFKA-17754) and writes to partitions
+"""Protocol abuse around transaction ends: replayed and concurrent EndTxn v0-4 (KAFKA-17754) and writes to partitions
 outside the transaction.
 
-What we guarantee with EndTxn v0-3 (the request names only producer id and epoch): an EndTxn for a transaction that
-is already complete is answered from the CompleteCommit/CompleteAbort state (NONE for the same decision,
-INVALID_TXN_STATE for the other) and writes nothing; concurrent duplicates are serialised and produce one marker per
-partition; a duplicate answered before the next transaction begins leaves that transaction untouched. A replay that
-is delivered only after the producer's next AddPartitionsToTxn is indistinguishable from that transaction's own
-EndTxn and ends it, exactly as in Kafka with transaction version 1 (see docs/FAULTS.md).
+What we guarantee with EndTxn v0-4 (the request names only producer id and epoch, and the epoch does not change at
+the end of a transaction): an EndTxn for a transaction that is already complete is answered from the
+CompleteCommit/CompleteAbort state (NONE for the same decision, INVALID_TXN_STATE for the other) and writes nothing;
+concurrent duplicates are serialised and produce one marker per partition; a duplicate answered before the next
+transaction begins leaves that transaction untouched. A replay that is delivered only after the producer's next
+AddPartitionsToTxn is indistinguishable from that transaction's own EndTxn and ends it, exactly as in Kafka with
+transaction version 1; EndTxn v5 closes this (tests/broker/test_txn_epoch_bump.py, docs/FAULTS.md).
 """
 
 from __future__ import annotations

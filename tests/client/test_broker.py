@@ -140,6 +140,32 @@ async def test_transactions_commit_and_abort_read_committed(bootstrap_servers: s
     assert sorted(m.value() for m in ck) == sorted(r.value for r in committed)
 
 
+async def test_every_transaction_ends_with_a_new_epoch(bootstrap_servers: str,
+                                                       new_topic: Callable[..., str]) -> None:
+    """EndTxn v5 (KIP-890 part 2): the producer adopts the bumped epoch and restarts its sequences at 0."""
+    topic = new_topic("bump", 1)
+    async with Producer(bootstrap_servers, transactional_id=f"tid-{topic}") as p:
+        await p.init_transactions()
+        pid, epoch = p.producer_id_and_epoch
+        for n, commit in enumerate((True, False, True, True)):
+            await p.begin_transaction()
+            await p.send(topic, f"{n}-a", partition=0)
+            await p.send(topic, f"{n}-b", partition=0)
+            if commit:
+                await p.commit_transaction()
+            else:
+                await p.flush()  # so the partition is in the transaction and EndTxn is sent
+                await p.abort_transaction()
+            assert p.producer_id_and_epoch == (pid, epoch + n + 1)
+        async with Admin(bootstrap_servers) as admin:
+            [state] = (await admin.describe_producers([TopicPartition(topic, 0)]))[TopicPartition(topic, 0)]
+    # The last marker carried the bumped epoch, which clears the partition's sequence state; each transaction's
+    # first batch was accepted only because the client restarted at sequence 0 with its new epoch.
+    assert (state.producer_id, state.producer_epoch, state.last_sequence) == (pid, epoch + 4, -1)
+    committed = await consume_all(bootstrap_servers, topic, 1, isolation="read_committed", expect=6)
+    assert [r.value for r in committed] == [b"0-a", b"0-b", b"2-a", b"2-b", b"3-a", b"3-b"]
+
+
 async def test_fencing_by_second_producer(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic("fence", 1)
     tid = f"tid-{topic}"

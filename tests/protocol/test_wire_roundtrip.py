@@ -31,7 +31,7 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.LIST_OFFSETS: (1, 7), ApiKey.INIT_PRODUCER_ID: (0, 4), ApiKey.CREATE_TOPICS: (0, 5),
         ApiKey.DELETE_TOPICS: (0, 4), ApiKey.DESCRIBE_CONFIGS: (0, 4),
         ApiKey.FIND_COORDINATOR: (0, 4), ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-        ApiKey.END_TXN: (0, 3), ApiKey.WRITE_TXN_MARKERS: (0, 1),
+        ApiKey.END_TXN: (0, 5), ApiKey.WRITE_TXN_MARKERS: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.LIST_TRANSACTIONS: (0, 1),
         ApiKey.JOIN_GROUP: (0, 7), ApiKey.SYNC_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 4),
         ApiKey.OFFSET_COMMIT: (2, 8), ApiKey.OFFSET_FETCH: (1, 7), ApiKey.DESCRIBE_GROUPS: (0, 5),
