@@ -14,6 +14,10 @@ from oncelog.protocol import ApiKey, ErrorCode
 
 RESOURCE_TYPES = {"topic": 2, "broker": 4}  # DescribeConfigs resource_type (Kafka ConfigResource.Type)
 ADMIN_TIMEOUT_MS = 30000  # default.api.timeout.ms is 60000; admin requests carry 30 s like Kafka's tools
+#: Coordinator states in which a transaction still owns its partitions: the coordinator will end it by itself
+#: (Ongoing until EndTxn or timeout; the Prepare* states until its markers are written). PrepareEpochFence is the
+#: step before PrepareAbort when a timed-out transaction is fenced.
+OPEN_TXN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,32 @@ class ProducerState:
     last_timestamp: int
     coordinator_epoch: int
     current_txn_start_offset: int
+
+
+@dataclass(frozen=True)
+class HangingTransaction:
+    """An open transaction on a partition that its coordinator does not consider open there (it holds the
+    partition's last stable offset back until ``oncelog txn abort`` writes an ABORT marker)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+    last_timestamp: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+def coordinator_has_open(descriptions: Iterable[TransactionDescription], producer_id: int,
+                         tp: TopicPartition) -> bool:
+    """Whether one of the coordinator's ``descriptions`` is ``producer_id``'s transaction, still open
+    (``OPEN_TXN_STATES``) and holding ``tp``; a partition's open transaction for which this is False hangs."""
+    return any(d.producer_id == producer_id and d.state in OPEN_TXN_STATES and tp in d.partitions
+               for d in descriptions)
 
 
 class Admin:
@@ -216,6 +246,51 @@ class Admin:
                 for p in t.partitions:
                     if p.error_code and p.error_code != ErrorCode.NONE:
                         raise error_for(p.error_code, f"WriteTxnMarkers {t.name}-{p.partition_index}")
+
+    async def find_hanging_transactions(self, topics: Iterable[str] | None = None) -> list[HangingTransaction]:
+        """Open transactions on the partitions of ``topics`` (default: every non-internal topic) that no
+        coordinator has open on that partition, as Kafka's ``kafka-transactions.sh find-hanging`` finds them.
+
+        Each partition's producers come from DescribeProducers; one with ``current_txn_start_offset >= 0`` is
+        matched against ListTransactions (filtered by its producer id) and DescribeTransactions. A candidate is
+        reported only if a second DescribeProducers still shows the same producer with the same start offset,
+        so a transaction that ended (or began) between the looks is not reported. Sorted by topic, partition,
+        producer id.
+        """
+        if topics is None:
+            counts = await self.list_topics()
+        else:
+            counts = {name: len(parts) for name, parts in (await self.describe_topics(topics)).items()}
+        tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
+        if not tps:
+            return []
+        open_txns = {(tp, s.producer_id): s for tp, states in (await self.describe_producers(tps)).items()
+                     for s in states if s.current_txn_start_offset >= 0}
+        if not open_txns:
+            return []
+        listings = await self.list_transactions(producer_ids=sorted({pid for _tp, pid in open_txns}))
+        descriptions = await self._describe_existing({t.transactional_id for t in listings})
+        candidates = {key: s for key, s in open_txns.items()
+                      if not coordinator_has_open(descriptions, key[1], key[0])}
+        if not candidates:
+            return []
+        again = await self.describe_producers(sorted({tp for tp, _pid in candidates}))
+        still = {(tp, s.producer_id): s.current_txn_start_offset for tp, states in again.items() for s in states}
+        return [HangingTransaction(tp.topic, tp.partition, pid, s.producer_epoch, s.coordinator_epoch,
+                                   s.current_txn_start_offset, s.last_timestamp)
+                for (tp, pid), s in sorted(candidates.items())
+                if still.get((tp, pid)) == s.current_txn_start_offset]
+
+    async def _describe_existing(self, transactional_ids: Iterable[str]) -> list[TransactionDescription]:
+        """DescribeTransactions of each id, leaving out the ids that expired since they were listed."""
+        out = []
+        for tid in sorted(transactional_ids):
+            try:
+                out += (await self.describe_transactions([tid])).values()
+            except KafkaError as exc:
+                if exc.code != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                    raise
+        return out
 
     # --- consumer groups ----------------------------------------------------------------------------------
 

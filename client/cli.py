@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 import anyio
-from oncelog.client.admin import Admin
+from oncelog.client.admin import Admin, HangingTransaction
 from oncelog.client.consumer import Consumer
 from oncelog.client.errors import KafkaError
 from oncelog.client.producer import Producer
@@ -72,8 +72,23 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 
     txn = subparsers.add_parser("txn", help="list, describe or abort transactions")
     xsub = txn.add_subparsers(dest="action", required=True)
-    xlist = xsub.add_parser("list", help="transactions known to the coordinators")
-    xlist.add_argument("--state", action="append", default=[])
+    xlist = xsub.add_parser(
+        "list", help="transactions known to the coordinators, then hanging ones",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Prints one line per transaction the coordinators know:\n"
+                    "  TRANSACTIONAL_ID<TAB>producer_id=N<TAB>state=STATE\n"
+                    "then one line per hanging transaction (open on a partition, but not open there on its\n"
+                    "coordinator; it holds the partition's last stable offset back until aborted):\n"
+                    "  hanging<TAB>TOPIC-PARTITION<TAB>producer_id=N<TAB>producer_epoch=N<TAB>coordinator_epoch=N"
+                    "<TAB>start_offset=N<TAB>last_timestamp=MS\n"
+                    "Clear one with: oncelog txn abort --topic TOPIC --partition PARTITION --producer-id N")
+    xlist.add_argument("--state", action="append", default=[],
+                       help="list only coordinator transactions in this state (repeatable; hanging lines are "
+                            "still printed)")
+    xlist.add_argument("--hanging", action="store_true", help="print only the hanging lines")
+    xlist.add_argument("--topic", action="append", default=None,
+                       help="look for hanging transactions only in this topic (repeatable; default: all "
+                            "non-internal topics)")
     xdesc = xsub.add_parser("describe", help="state and partitions of transactional ids")
     xdesc.add_argument("ids", nargs="+")
     xabort = xsub.add_parser("abort", help="abort a hanging transaction on one partition")
@@ -230,11 +245,21 @@ async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
     return 0
 
 
+def format_hanging(h: HangingTransaction) -> str:
+    """The ``txn list`` line of a hanging transaction (tab-separated, starts with ``hanging``)."""
+    return (f"hanging\t{h.topic}-{h.partition}\tproducer_id={h.producer_id}\tproducer_epoch={h.producer_epoch}"
+            f"\tcoordinator_epoch={h.coordinator_epoch}\tstart_offset={h.current_txn_start_offset}"
+            f"\tlast_timestamp={h.last_timestamp}")
+
+
 async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
     async with Admin(args.bootstrap_server) as admin:
         if args.action == "list":
-            for t in await admin.list_transactions(states=args.state):
-                print(f"{t.transactional_id}\tproducer_id={t.producer_id}\tstate={t.state}", file=out)
+            if not args.hanging:
+                for t in await admin.list_transactions(states=args.state):
+                    print(f"{t.transactional_id}\tproducer_id={t.producer_id}\tstate={t.state}", file=out)
+            for h in await admin.find_hanging_transactions(args.topic):
+                print(format_hanging(h), file=out)
         elif args.action == "describe":
             for tid, d in (await admin.describe_transactions(args.ids)).items():
                 parts = ",".join(f"{tp.topic}-{tp.partition}" for tp in d.partitions)
