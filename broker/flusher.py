@@ -3,10 +3,13 @@
 Two modes, chosen by Kafka's flush properties (see broker.config):
 
 * **fsync before acknowledging** (``log.flush.interval.messages=1``, the default here): an append marks its log dirty;
-  one flusher task fdatasyncs every dirty log's data off the event loop (several logs in parallel), then advances
-  each log's high watermark to what is now durable and wakes the requests waiting for it. Appends that arrive during
-  an fsync are covered by the next one, so concurrent producers share fsyncs (group commit). Consumers only ever see
-  durable data.
+  a request waiting for data no fsync under way covers starts an fdatasync of that log at once on one of a few
+  long-lived sync threads; when it completes, the log's high watermark advances to what is now durable and the
+  requests it covers are released. Each log has at most one fsync under way; appends that arrive meanwhile are covered
+  by the next one, so concurrent producers share fsyncs (group commit), while different logs never wait for each
+  other's fsyncs. Consumers only ever see durable data. Appends nobody waits for (acks=0, a transaction's Complete*
+  record) start no fsync: the next waiter's fsync of that log covers them, or they are synced after
+  ``UNWAITED_FLUSH_DELAY_S``.
 * **page cache** (larger ``log.flush.interval.messages`` or a ``log.flush.interval.ms``): the high watermark advances
   at append; the flusher fsyncs a log once it holds that many unflushed messages or that much time has passed.
 """
@@ -15,25 +18,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import structlog
 import trio
+from oncelog.broker.sync_threads import SyncThreads
 from oncelog.storage.errors import KafkaStorageError
 from oncelog.storage.log import PartitionLog
 
 log = structlog.get_logger(__name__)
 
-#: Threads that fdatasync different logs of one round in parallel.
+#: Threads that fdatasync different logs of one round in parallel (a round uses at most one per log).
 SYNC_THREADS = 8
+#: How long data nobody waits for (acks=0 produce, a Complete* transaction record) may stay unsynced in fsync mode
+#: before it gets a round of its own; any waited round before then covers it too. Not a Kafka property.
+UNWAITED_FLUSH_DELAY_S = 0.005
 
 
-@dataclass
 class _Waiter:
-    offset: int
-    done: trio.Event = field(default_factory=trio.Event)
-    error: BaseException | None = None
+    __slots__ = ("done", "error", "offset")
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.done = trio.Event()
+        self.error: BaseException | None = None
 
 
 @dataclass
@@ -41,6 +49,10 @@ class _LogState:
     unflushed_messages: int = 0
     last_flush_ms: float = 0.0
     waiters: list[_Waiter] = field(default_factory=list)
+    #: End offset of the fsync under way (None: none).
+    in_flight_end: int | None = None
+    #: Start another fsync as soon as the one under way completes.
+    resync: bool = False
 
 
 class LogFlusher:
@@ -61,9 +73,13 @@ class LogFlusher:
         self._scheduler_interval_s = scheduler_interval_ms / 1000
         self._on_high_watermark = on_high_watermark
         self._states: dict[PartitionLog, _LogState] = {}
+        #: Logs to sync at the next due time (page cache: over a threshold; fsync mode: unwaited appends).
         self._dirty: set[PartitionLog] = set()
-        self._in_flight: dict[PartitionLog, int] = {}  # log -> end offset of the fsync under way
-        self._pool: ThreadPoolExecutor | None = None
+        #: fsync mode: when the unwaited appends in ``_dirty`` are synced (None: not armed).
+        self._unwaited_deadline: float | None = None
+        self._next_check = -math.inf  # page-cache mode: next look for overdue logs
+        self._sleep = trio.CancelScope()  # the flusher's current sleep; appends may bring its deadline forward
+        self._threads: SyncThreads[tuple[PartitionLog, int]] | None = None
         self._wakeup = trio.Event()
         self.fsyncs = 0
 
@@ -74,16 +90,23 @@ class LogFlusher:
         return state
 
     def appended(self, partition_log: PartitionLog, records_count: int) -> None:
-        """Note an append; in page-cache mode the new data becomes visible at once."""
+        """Note an append; in page-cache mode the new data becomes visible at once.
+
+        In fsync mode the append alone starts no fsync: the next waiter's fsync of the log covers it, and if nobody
+        waits it is synced within ``UNWAITED_FLUSH_DELAY_S``."""
         state = self._state(partition_log)
         state.unflushed_messages += records_count
         if self.fsync_before_ack:
-            self._mark_dirty(partition_log)
+            self._dirty.add(partition_log)
+            if self._unwaited_deadline is None:
+                self._unwaited_deadline = deadline = trio.current_time() + UNWAITED_FLUSH_DELAY_S
+                self._sleep.deadline = min(self._sleep.deadline, deadline)
             return
         partition_log.update_high_watermark(partition_log.log_end_offset)
         self._on_high_watermark(partition_log)
         if state.unflushed_messages >= self._interval_messages:
-            self._mark_dirty(partition_log)
+            self._dirty.add(partition_log)
+            self._wakeup.set()
 
     def forget(self, partition_log: PartitionLog) -> None:
         """Drop a deleted log; its waiters fail with a storage error."""
@@ -98,34 +121,76 @@ class LogFlusher:
         if not self.fsync_before_ack or partition_log.durable_offset >= end_offset:
             return
         waiter = _Waiter(end_offset)
-        self._state(partition_log).waiters.append(waiter)
-        if self._in_flight.get(partition_log, -1) < end_offset:
-            # Not covered by the fsync under way (if any): make sure a round will cover it.
-            self._mark_dirty(partition_log)
+        state = self._state(partition_log)
+        state.waiters.append(waiter)
+        if state.in_flight_end is None:
+            self._start(partition_log, state)
+        elif state.in_flight_end < end_offset:
+            state.resync = True  # not covered by the fsync under way: the next one will be
         await waiter.done.wait()
         if waiter.error is not None:
             raise KafkaStorageError(str(waiter.error)) from waiter.error
 
-    def _mark_dirty(self, partition_log: PartitionLog) -> None:
-        self._dirty.add(partition_log)
-        self._wakeup.set()
+    def _start(self, partition_log: PartitionLog, state: _LogState) -> None:
+        """Start an fsync of the log up to its current end (none under way for it)."""
+        if self._threads is None:  # not running yet: ``run`` starts it
+            return
+        end = partition_log.log_end_offset
+        state.in_flight_end = end
+        state.resync = False
+        state.unflushed_messages = 0
+        self._dirty.discard(partition_log)
+        self._threads.submit((partition_log, end))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Flush dirty logs until cancelled. Owns the pool of sync threads for its lifetime."""
-        with ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="oncelog-sync") as pool:
-            self._pool = pool
-            task_status.started()
-            try:
-                while True:
-                    timeout = math.inf if self.fsync_before_ack else self._scheduler_interval_s
-                    with trio.move_on_after(timeout):
+        """Sync logs until cancelled. Owns the sync threads for its lifetime."""
+        self._threads = threads = SyncThreads(
+            SYNC_THREADS, _flush_data, lambda: self._wakeup.set(), trio.lowlevel.current_trio_token()
+        )
+        for partition_log, state in list(self._states.items()):
+            if state.waiters and state.in_flight_end is None:
+                self._start(partition_log, state)  # waited for before the flusher ran
+        task_status.started()
+        try:
+            while True:
+                if self._wakeup.is_set():
+                    await trio.lowlevel.checkpoint()
+                else:
+                    with trio.CancelScope(deadline=self._deadline()) as self._sleep:
                         await self._wakeup.wait()
-                    self._wakeup = trio.Event()
-                    self._add_overdue_logs()
-                    if self._dirty:
-                        await self.flush_dirty()
-            finally:
-                self._pool = None
+                self._wakeup = trio.Event()
+                self._completed(threads.take_results())
+                self._start_due()
+        finally:
+            self._threads = None
+            threads.close()
+
+    def _deadline(self) -> float:
+        if not self.fsync_before_ack:
+            if self._next_check == -math.inf:
+                self._next_check = trio.current_time() + self._scheduler_interval_s
+            return self._next_check
+        return math.inf if self._unwaited_deadline is None else self._unwaited_deadline
+
+    def _start_due(self) -> None:
+        """Start fsyncs of the dirty logs that are due (or mark them for one after the fsync under way)."""
+        now = trio.current_time()
+        if self.fsync_before_ack:
+            if self._unwaited_deadline is None or now < self._unwaited_deadline:
+                return
+            self._unwaited_deadline = None
+        elif now >= self._next_check:
+            self._next_check = now + self._scheduler_interval_s
+            self._add_overdue_logs()
+        dirty, self._dirty = self._dirty, set()
+        for partition_log in dirty:
+            state = self._states.get(partition_log)
+            if state is None:
+                continue
+            if state.in_flight_end is None:
+                self._start(partition_log, state)
+            else:
+                state.resync = True
 
     def _add_overdue_logs(self) -> None:
         if self._interval_ms < 0:
@@ -135,25 +200,18 @@ class LogFlusher:
             if state.unflushed_messages and now_ms - state.last_flush_ms >= self._interval_ms:
                 self._dirty.add(partition_log)
 
-    async def flush_dirty(self) -> None:
-        """fdatasync every dirty log, then release the waiters it covers."""
-        batch = [(partition_log, partition_log.log_end_offset) for partition_log in self._dirty]
-        self._dirty = set()
-        for partition_log, _ in batch:
-            self._state(partition_log).unflushed_messages = 0
-        self._in_flight = dict(batch)
-        try:
-            # One hop to a worker thread per round; it spreads the logs over the sync pool so their fdatasyncs
-            # overlap (the device serves them in parallel) without a thread hand-off per log.
-            outcomes = await trio.to_thread.run_sync(_flush_all, batch, self._pool)
-        finally:
-            self._in_flight = {}
-        self.fsyncs += 1
+    def _completed(self, results: list[tuple[tuple[PartitionLog, int], BaseException | None]]) -> None:
+        """Advance high watermarks and release the waiters the finished fsyncs cover."""
+        threads = self._threads
+        if threads is not None and threads.crash is not None:
+            raise threads.crash
         now_ms = trio.current_time() * 1000
-        for (partition_log, end_offset), error in zip(batch, outcomes, strict=True):
+        for (partition_log, end_offset), error in results:
+            self.fsyncs += 1
             state = self._states.get(partition_log)
             if state is None:
-                continue
+                continue  # forgotten meanwhile
+            state.in_flight_end = None
             state.last_flush_ms = now_ms
             if error is not None:
                 log.error(
@@ -162,31 +220,26 @@ class LogFlusher:
             elif self.fsync_before_ack and end_offset > partition_log.high_watermark:
                 partition_log.update_high_watermark(end_offset)
                 self._on_high_watermark(partition_log)
-            still_waiting = []
-            for waiter in state.waiters:
-                if waiter.offset <= end_offset or error is not None:
-                    waiter.error = error
-                    waiter.done.set()
-                else:
-                    still_waiting.append(waiter)
-            state.waiters = still_waiting
-            if still_waiting:
-                self._mark_dirty(partition_log)
+            if state.waiters:
+                still_waiting = []
+                for waiter in state.waiters:
+                    if waiter.offset <= end_offset or error is not None:
+                        waiter.error = error
+                        waiter.done.set()
+                    else:
+                        still_waiting.append(waiter)
+                state.waiters = still_waiting
+                if still_waiting:
+                    state.resync = True
+            if state.resync:
+                self._start(partition_log, state)
 
 
-def _flush_data(partition_log: PartitionLog, end_offset: int) -> BaseException | None:
-    """Make the log's data durable up to ``end_offset``; a failure is returned, not raised."""
+def _flush_data(item: tuple[PartitionLog, int]) -> BaseException | None:
+    """Runs on a sync thread: make the log's data durable up to the end offset; a failure is returned, not raised."""
+    partition_log, end_offset = item
     try:
         partition_log.flush_data(end_offset)
     except (OSError, KafkaStorageError) as exc:
         return exc
     return None
-
-
-def _flush_all(
-    batch: list[tuple[PartitionLog, int]], pool: ThreadPoolExecutor | None
-) -> list[BaseException | None]:
-    """Runs in a worker thread: sync every log of the round, in parallel on ``pool`` when there are several."""
-    if len(batch) == 1 or pool is None:
-        return [_flush_data(partition_log, end) for partition_log, end in batch]
-    return list(pool.map(_flush_data, *zip(*batch, strict=True)))

@@ -8,6 +8,7 @@ strings/bytes/arrays use compact encodings and every struct ends with a tagged-f
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ class Versions:
     high: int
 
     @staticmethod
+    @functools.cache  # few distinct specs; parsed on every request's schema lookup
     def parse(spec: str) -> Versions:
         """Parse Kafka's version-range notation."""
         spec = spec.strip()

@@ -6,10 +6,13 @@ Kafka places a transactional id (or group id) on partition ``Utils.abs(id.hashCo
 
 from __future__ import annotations
 
+import functools
+
 _MASK32 = 0xFFFFFFFF
 _INT32_MIN = -(2**31)
 
 
+@functools.lru_cache(maxsize=4096)  # a few hot ids (transactional and group ids) are hashed on every request
 def java_string_hash(s: str) -> int:
     """``s.hashCode()`` as Java computes it: ``h = 31*h + c`` over UTF-16 code units, wrapped to a signed int32.
 

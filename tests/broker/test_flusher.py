@@ -1,0 +1,156 @@
+"""LogFlusher in fsync-before-ack mode: per-log fsyncs on long-lived threads, unwaited appends deferred."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher
+from oncelog.protocol.records import SimpleRecord, encode_batch
+from oncelog.storage.config import LogConfig
+from oncelog.storage.errors import KafkaStorageError
+from oncelog.storage.log import PartitionLog
+
+
+def _flusher(advanced: list[PartitionLog] | None = None) -> LogFlusher:
+    return LogFlusher(
+        fsync_before_ack=True,
+        interval_messages=1,
+        interval_ms=-1,
+        scheduler_interval_ms=1000,
+        on_high_watermark=(advanced if advanced is not None else []).append,
+    )
+
+
+def _append(flusher: LogFlusher, partition_log: PartitionLog, count: int = 1) -> int:
+    """Append ``count`` records; the end offset to wait for."""
+    batch = encode_batch([SimpleRecord(b"k", b"v%d" % i) for i in range(count)], now_ms=0)
+    result = partition_log.append(batch, now_ms=0)
+    flusher.appended(partition_log, count)
+    return result.last_offset + 1
+
+
+async def _until(condition, seconds: float = 5.0) -> None:
+    """Poll in real time (independent of the trio clock) until ``condition()`` holds."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await trio.to_thread.run_sync(time.sleep, 0.002)
+
+
+@pytest.fixture
+def logs(tmp_path: Path):
+    opened = [PartitionLog.open(tmp_path / f"t-{i}", LogConfig()) for i in range(2)]
+    yield opened
+    for partition_log in opened:
+        partition_log.close()
+
+
+async def test_waiter_released_once_durable_and_high_watermark_follows(logs) -> None:
+    advanced: list[PartitionLog] = []
+    flusher = _flusher(advanced)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        end = _append(flusher, logs[0], 3)
+        assert logs[0].high_watermark == 0  # nothing visible before the fsync
+        await flusher.wait_durable(logs[0], end)
+        assert logs[0].durable_offset >= end
+        assert logs[0].high_watermark == end
+        assert advanced == [logs[0]]
+        nursery.cancel_scope.cancel()
+
+
+async def test_unwaited_append_starts_no_fsync_until_its_delay(logs, mock_clock) -> None:
+    flusher = _flusher()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        end = _append(flusher, logs[0])
+        await trio.testing.wait_all_tasks_blocked()
+        assert flusher.fsyncs == 0 and logs[0].durable_offset == 0
+        mock_clock.jump(UNWAITED_FLUSH_DELAY_S)
+        await _until(lambda: logs[0].high_watermark == end)
+        assert logs[0].durable_offset == end
+        nursery.cancel_scope.cancel()
+
+
+async def test_unwaited_append_rides_with_the_next_waiters_fsync(logs, mock_clock) -> None:
+    flusher = _flusher()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        _append(flusher, logs[0])  # nobody waits for this one
+        end = _append(flusher, logs[0])
+        await flusher.wait_durable(logs[0], end)  # the clock never moves: only the waiter starts an fsync
+        assert flusher.fsyncs == 1 and logs[0].durable_offset == end
+        nursery.cancel_scope.cancel()
+
+
+async def test_slow_fsync_of_one_log_does_not_hold_back_another(logs, monkeypatch) -> None:
+    flusher = _flusher()
+    release = threading.Event()
+    slow_flush = logs[0].flush_data
+
+    def blocked_flush(up_to: int | None = None) -> None:
+        release.wait(10)
+        slow_flush(up_to)
+
+    monkeypatch.setattr(logs[0], "flush_data", blocked_flush)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        slow_end = _append(flusher, logs[0])
+        fast_end = _append(flusher, logs[1])
+        slow_done = trio.Event()
+
+        async def wait_slow() -> None:
+            await flusher.wait_durable(logs[0], slow_end)
+            slow_done.set()
+
+        nursery.start_soon(wait_slow)
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(5):
+            await flusher.wait_durable(logs[1], fast_end)
+        assert not slow_done.is_set() and logs[0].high_watermark == 0
+        release.set()
+        with trio.fail_after(5):
+            await slow_done.wait()
+        assert logs[0].high_watermark == slow_end
+        nursery.cancel_scope.cancel()
+
+
+async def test_fsync_error_reaches_that_logs_waiters_only_and_a_retry_succeeds(logs, monkeypatch) -> None:
+    flusher = _flusher()
+
+    def failing_flush(up_to: int | None = None) -> None:
+        raise OSError(5, "injected EIO")
+
+    monkeypatch.setattr(logs[0], "flush_data", failing_flush)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        bad_end = _append(flusher, logs[0])
+        good_end = _append(flusher, logs[1])
+        with trio.fail_after(5), pytest.raises(KafkaStorageError):
+            await flusher.wait_durable(logs[0], bad_end)
+        with trio.fail_after(5):
+            await flusher.wait_durable(logs[1], good_end)
+        assert logs[0].high_watermark == 0 and logs[1].high_watermark == good_end
+        monkeypatch.undo()  # the disk recovers: the bytes are still there and a later fsync covers them
+        with trio.fail_after(5):
+            await flusher.wait_durable(logs[0], bad_end)
+        assert logs[0].high_watermark == bad_end
+        nursery.cancel_scope.cancel()
+
+
+async def test_concurrent_waiters_on_one_log_share_fsyncs(logs) -> None:
+    flusher = _flusher()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        ends = [_append(flusher, logs[0]) for _ in range(20)]
+        async with trio.open_nursery() as waiters:
+            for end in ends:
+                waiters.start_soon(flusher.wait_durable, logs[0], end)
+        assert logs[0].high_watermark == ends[-1]
+        assert flusher.fsyncs <= 2  # one fsync covers all 20 appends (a second only if one raced it)
+        nursery.cancel_scope.cancel()
