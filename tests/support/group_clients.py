@@ -180,8 +180,12 @@ class KafkaPythonMember:
         return self._call(lambda: self._member.committed(partitions))
 
     def close(self) -> None:
+        def close_and_stop() -> None:
+            self._stop = True  # set in the polling thread itself, so it never polls the closed consumer
+            self._member.close()
+
         try:
-            self._call(self._member.close)
+            self._call(close_and_stop)
         finally:
             self._stop = True
             self._thread.join(10)
