@@ -102,7 +102,28 @@ def say(text: str) -> None:
     print(f"{time.monotonic() - _STARTED:7.2f} {text}", flush=True)
 
 
-class ConfluentCopier:
+class _Copier:
+    """What both copiers share: retrying an operation while its client calls the error retriable."""
+
+    @staticmethod
+    def _classify(exc: Exception) -> Exception:
+        """``exc`` itself when retriable, else the Fenced/Fatal/Abortable it means."""
+        raise NotImplementedError
+
+    def _retry(self, op: Callable[[], T]) -> T:
+        end = time.monotonic() + RETRY_DEADLINE_S
+        while True:
+            try:
+                return op()
+            except Exception as exc:
+                kind = self._classify(exc)
+                if kind is not exc or time.monotonic() > end:
+                    raise kind if kind is not exc else Fatal(f"retriable error for {RETRY_DEADLINE_S}s: {exc}") from exc
+                say(f"retrying: {exc}")
+                time.sleep(0.2)
+
+
+class ConfluentCopier(_Copier):
     def __init__(self, args: Args) -> None:
         from confluent_kafka import Consumer, Producer
 
@@ -158,18 +179,6 @@ class ConfluentCopier:
         if err.retriable():
             return exc
         return Abortable(err.str())
-
-    def _retry(self, op: Callable[[], T]) -> T:
-        end = time.monotonic() + RETRY_DEADLINE_S
-        while True:
-            try:
-                return op()
-            except Exception as exc:
-                kind = self._classify(exc)
-                if kind is not exc or time.monotonic() > end:
-                    raise kind if kind is not exc else Fatal(f"retriable error for {RETRY_DEADLINE_S}s: {exc}") from exc
-                say(f"retrying: {exc}")
-                time.sleep(0.2)
 
     # The loop --------------------------------------------------------------------------------------------------
 
@@ -240,7 +249,7 @@ class ConfluentCopier:
         self.producer.flush(5)
 
 
-class KafkaPythonCopier:
+class KafkaPythonCopier(_Copier):
     def __init__(self, args: Args) -> None:
         from kafka import KafkaConsumer, KafkaProducer
 
@@ -282,18 +291,6 @@ class KafkaPythonCopier:
         if isinstance(exc, (errors.KafkaError, errors.IllegalStateError)):
             return Abortable(repr(exc))
         return Fatal(repr(exc))
-
-    def _retry(self, op: Callable[[], T]) -> T:
-        end = time.monotonic() + RETRY_DEADLINE_S
-        while True:
-            try:
-                return op()
-            except Exception as exc:
-                kind = self._classify(exc)
-                if kind is not exc or time.monotonic() > end:
-                    raise kind if kind is not exc else Fatal(f"retriable error for {RETRY_DEADLINE_S}s: {exc}") from exc
-                say(f"retrying: {exc}")
-                time.sleep(0.2)
 
     def poll(self) -> list[Any]:
         try:
