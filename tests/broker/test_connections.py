@@ -8,15 +8,24 @@ import time
 
 import trio
 from oncelog.broker.server import Connection
-from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import ApiKey, ErrorCode, decode_response, encode_request
+from oncelog.protocol.records import iter_records
 
 from .conftest import WireClient
+from .helpers import batch, create_topic_body, fetch_body, produce_body
 
 _SIZE = struct.Struct(">i")
 HEARTBEAT = {"group_id": "no-such-group", "generation_id": 1, "member_id": "m"}
 #: Metadata v1 for no topics: a small answer, and a handler that never waits (so only the server loop can yield).
 NO_TOPICS = {"topics": []}
+
+
+def _tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """Two connected 127.0.0.1 TCP sockets: (client end, server end)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+    return client, server
 
 
 def _wire_client(sock: socket.socket) -> WireClient:
@@ -42,17 +51,35 @@ async def test_pipelined_requests_are_answered_in_order(broker, client) -> None:
         assert decode_response(ApiKey.HEARTBEAT, 0, frame).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
+async def test_a_large_request_arriving_in_pieces_is_read_whole(client) -> None:
+    created = await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("big"))
+    assert created.topics[0].error_code == ErrorCode.NONE
+    values = [bytes([i]) * 200_000 for i in range(4)]  # ~800 KB: many receives, bigger than one recv ask
+    data = encode_request(ApiKey.PRODUCE, 3, 7, "conn-test", produce_body("big", 0, batch(values)))
+    frame = _SIZE.pack(len(data)) + data
+    pieces = [frame[:3], frame[3:70_000], frame[70_000:500_000], frame[500_000:]]
+    for piece in pieces:  # the size prefix split too, and pauses so the broker sees each piece on its own
+        await client.send_raw(piece)
+        await trio.sleep(0.02)
+    produced = decode_response(ApiKey.PRODUCE, 3, await client.read_frame())
+    assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    fetched = await client.request(ApiKey.FETCH, 4, fetch_body("big", 0, 0, partition_max_bytes=4 << 20))
+    assert [r.value for _, r in iter_records(fetched.responses[0].partitions[0].records)] == values
+    # The connection carries on with the next, small request.
+    assert (await client.request(ApiKey.HEARTBEAT, 0, HEARTBEAT)).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
 async def test_a_flooding_connection_does_not_starve_another(broker) -> None:
     flood = 2000
-    busy, busy_end = socket.socketpair()
-    other, other_end = socket.socketpair()
+    busy, busy_end = _tcp_pair()
+    other, other_end = _tcp_pair()
     # Everything is readable before the connections start, so the busy one never has to wait for its socket.
     busy.sendall(b"".join(_frame(i, ApiKey.METADATA, 1, NO_TOPICS) for i in range(flood)))
     other.sendall(_frame(1))
     busy_client, other_client = _wire_client(busy), _wire_client(other)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(Connection(broker.node, NonBlockingSocket(busy_end)).serve)
-        nursery.start_soon(Connection(broker.node, NonBlockingSocket(other_end)).serve)
+        for end in (busy_end, other_end):
+            nursery.start_soon(Connection(broker.node, trio.SocketStream(trio.socket.from_stdlib_socket(end))).serve)
         await trio.lowlevel.wait_readable(other)
         answered_meanwhile = len(busy.recv(1 << 22, socket.MSG_PEEK | socket.MSG_DONTWAIT))
         assert _correlation_id(await other_client.read_frame()) == 1
