@@ -145,7 +145,7 @@ class LogFlusher:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Sync logs until cancelled. Owns the sync threads for its lifetime."""
         self._threads = threads = SyncThreads(
-            SYNC_THREADS, _flush_data, lambda: self._wakeup.set(), trio.lowlevel.current_trio_token()
+            SYNC_THREADS, _flush_data, self._on_results, trio.lowlevel.current_trio_token()
         )
         for partition_log, state in list(self._states.items()):
             if state.waiters and state.in_flight_end is None:
@@ -164,6 +164,15 @@ class LogFlusher:
         finally:
             self._threads = None
             threads.close()
+
+    def _on_results(self) -> None:
+        """Runs in trio (``run_sync_soon``) when fsyncs finished: release their waiters at once, without waking the
+        flusher task; a crashed sync thread is left for that task to raise."""
+        threads = self._threads
+        if threads is None or threads.crash is not None:
+            self._wakeup.set()
+            return
+        self._completed(threads.take_results())
 
     def _deadline(self) -> float:
         if not self.fsync_before_ack:

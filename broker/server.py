@@ -2,7 +2,9 @@
 
 Per connection, one reader decodes and handles requests one at a time, as Kafka does; a handler may hand back a
 Deferred response (Produce waiting for its fsync) so the reader can take the next request meanwhile, which lets
-pipelined produce requests share one group-committed fsync. One writer sends responses strictly in request order.
+pipelined produce requests share one group-committed fsync. Responses go out strictly in request order: the reader
+sends a ready response itself when nothing is queued ahead of it (no task switch), otherwise it queues it for the
+connection's writer.
 A frame whose size is negative or above ``socket.request.max.bytes`` is never read: the connection is closed, as
 is one whose header or body cannot be decoded.
 """
@@ -36,7 +38,8 @@ log = structlog.get_logger(__name__)
 _SIZE = struct.Struct(">i")
 #: Responses queued per connection before the reader waits (clients keep at most 5 requests in flight).
 MAX_QUEUED_RESPONSES = 32
-_RECEIVE_CHUNK = 256 * 1024
+#: What one receive asks for unless a larger frame is still missing more (larger asks cost more per call).
+_RECEIVE_CHUNK = 64 * 1024
 #: What the writer sends: an encoded response, or a function completing one later (see Deferred).
 _Outgoing = bytes | Callable[[], Awaitable[bytes]]
 
@@ -82,6 +85,8 @@ class Connection:
         except OSError:
             self._client_host = "?"
         self._reader = FrameReader(stream, broker.config.get_int("socket.request.max.bytes"))
+        #: Responses handed to the writer and not yet sent; while any is, the reader must queue behind them.
+        self._queued = 0
 
     async def serve(self) -> None:
         send, receive = trio.open_memory_channel[_Outgoing](MAX_QUEUED_RESPONSES)
@@ -108,7 +113,12 @@ class Connection:
             if idle.cancelled_caught:
                 raise ConnectionClosed("idle for connections.max.idle.ms")
             response = await self._handle(frame)
-            if response is not None:
+            if response is None:
+                continue
+            if self._queued == 0 and isinstance(response, bytes):
+                await self._send(response)
+            else:
+                self._queued += 1
                 await send.send(response)
 
     async def _handle(self, frame: bytes) -> _Outgoing | None:
@@ -153,8 +163,11 @@ class Connection:
     async def _write_responses(self, receive: trio.MemoryReceiveChannel[_Outgoing]) -> None:
         async with receive:
             async for item in receive:
-                data = item if isinstance(item, bytes) else await item()
-                await self._stream.send_all(_SIZE.pack(len(data)) + data)
+                await self._send(item if isinstance(item, bytes) else await item())
+                self._queued -= 1
+
+    async def _send(self, response: bytes) -> None:
+        await self._stream.send_all(_SIZE.pack(len(response)) + response)
 
 
 async def serve(broker: BrokerNode, host: str, port: int, *, task_status: trio.TaskStatus[int]) -> None:

@@ -51,6 +51,25 @@ async def test_pipelined_requests_are_answered_in_order(broker, client) -> None:
         assert decode_response(ApiKey.HEARTBEAT, 0, frame).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
+async def test_ready_answers_wait_behind_produce_answers_waiting_for_fsync(broker, client) -> None:
+    # In fsync mode a Produce is answered only after its fsync; the heartbeats pipelined behind each one are ready at
+    # once but must still go out after it.
+    assert broker.node.flusher.fsync_before_ack
+    created = await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("order"))
+    assert created.topics[0].error_code == ErrorCode.NONE
+    frames = [
+        _frame(i, ApiKey.PRODUCE, 3, produce_body("order", 0, batch([b"v%d" % i]))) if i % 3 == 1 else _frame(i)
+        for i in range(1, 61)
+    ]
+    await client.send_raw(b"".join(frames))
+    for expected in range(1, 61):
+        frame = await client.read_frame()
+        assert _correlation_id(frame) == expected
+        if expected % 3 == 1:
+            produced = decode_response(ApiKey.PRODUCE, 3, frame)
+            assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+
 async def test_a_large_request_arriving_in_pieces_is_read_whole(client) -> None:
     created = await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("big"))
     assert created.topics[0].error_code == ErrorCode.NONE
