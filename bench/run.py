@@ -37,6 +37,7 @@ from bench import (  # noqa: E402
     partitions_bench,
     produce_bench,
     restart_bench,
+    runtime,
     txn_bench,
 )
 from bench.report import Line, fmt, table, to_json  # noqa: E402
@@ -79,21 +80,13 @@ class Run:
     details: dict[str, object] = field(default_factory=dict)
     disk: machine.DiskFigures | None = None
     loopback_mb_s: float | None = None
+    runtime: runtime.RuntimeFigures | None = None
 
     def add(self, *lines: Line) -> None:
         self.lines.extend(lines)
         for ln in lines:
             verdict = "" if ln.met is None else (" met" if ln.met else " MISS")
             print(f"  {ln.bench} {ln.label}: {fmt(ln.value, ln.spec)} {ln.goal}{verdict}  {ln.beside}", flush=True)
-
-
-def fsync_beside(r: Run) -> str:
-    d = r.disk
-    return (
-        ""
-        if d is None
-        else f"disk: 4 KiB write+fdatasync p50 {d.fdatasync_p50_ms:.2f} / p99 {d.fdatasync_p99_ms:.2f} ms"
-    )
 
 
 # ---- the benchmarks -------------------------------------------------------------------------------------------
@@ -104,7 +97,8 @@ def bench_machine(r: Run) -> None:
     with tempfile.TemporaryDirectory(prefix="oncelog-machine-") as d:
         r.disk = disk = machine.disk(Path(d), size)
     r.loopback_mb_s = machine.loopback_mb_s(max(size, 1024 * MIB))
-    r.details["machine"] = {**asdict(disk), "loopback_mb_s": r.loopback_mb_s}
+    r.runtime = rt = runtime.measure()
+    r.details["machine"] = {**asdict(disk), "loopback_mb_s": r.loopback_mb_s, **asdict(rt)}
     r.add(
         Line("machine", f"seq write, page cache, fresh pages ({size // MIB} MiB)", disk.fresh_pagecache_mb_s, ",.0f"),
         Line("machine", "seq write, page cache, reused pages", disk.pagecache_mb_s, ",.0f"),
@@ -113,6 +107,22 @@ def bench_machine(r: Run) -> None:
         Line("machine", "4 KiB append + fdatasync p50 ms", disk.fdatasync_p50_ms, ".3f"),
         Line("machine", "4 KiB append + fdatasync p99 ms", disk.fdatasync_p99_ms, ".3f"),
         Line("machine", "loopback TCP MB/s (one socket, 1 MiB sends)", r.loopback_mb_s, ",.0f"),
+        Line(
+            "machine",
+            "trio echo server: round trip p50 us",
+            rt.echo_rtt_p50_us,
+            ".0f",
+            f"server CPU per request {rt.echo_server_cpu_us:.0f} us; {rt.echo_server_cpu_concurrent_us:.0f} us with "
+            f"{runtime.CONCURRENCY} connections busy",
+        ),
+        Line(
+            "machine",
+            "sync-thread hand-off (no-op) p50 us",
+            rt.handoff_p50_us,
+            ".0f",
+            f"CPU per job {rt.handoff_cpu_us:.0f} us; {rt.handoff_cpu_concurrent_us:.0f} us with "
+            f"{runtime.CONCURRENCY} outstanding",
+        ),
     )
 
 
@@ -218,62 +228,121 @@ def bench_p3(r: Run) -> None:
     )
 
 
-def _p4(bootstrap: str, commits: int, procs: int, seconds: float) -> tuple[list[float], int, float]:
-    lat = txn_bench.commit_latencies(bootstrap, commits)
-    par, secs = txn_bench.parallel_commits(bootstrap, procs, seconds)
-    return [v * 1000 for v in lat], par, secs
+#: fsyncs a one-record commit waits for one after another (issues #2 and #3: each state change and each append is
+#: durable before it is answered or acted on): the Ongoing record (AddPartitionsToTxn), the data (Produce), the
+#: PrepareCommit record and the marker (EndTxn).
+SERIAL_FSYNCS_PER_COMMIT = 4
+#: Client requests per one-record commit: AddPartitionsToTxn, Produce, EndTxn.
+REQUESTS_PER_COMMIT = 3
+
+
+@dataclass(frozen=True)
+class P4Result:
+    latencies_ms: list[float]
+    commits: int  # in the parallel phase
+    seconds: float
+    broker_cpu_s: float | None  # over the parallel phase (None for the mock, which runs in-process)
+
+    @property
+    def commits_per_s(self) -> float:
+        return self.commits / self.seconds
+
+    def summary(self) -> dict[str, float | None]:
+        lat = self.latencies_ms
+        cpu_ms = None if self.broker_cpu_s is None else self.broker_cpu_s / self.commits * 1000
+        return {
+            "p50_ms": machine.percentile(lat, 50),
+            "p99_ms": machine.percentile(lat, 99),
+            "max_ms": max(lat),
+            "commits_per_s": self.commits_per_s,
+            "broker_cpu_ms_per_commit": cpu_ms,
+        }
+
+
+def _p4(bootstrap: str, sizes: Sizes, broker: BrokerProcess | None = None) -> P4Result:
+    lat = txn_bench.commit_latencies(bootstrap, sizes.p4_commits)
+    cpu: list[float] = []
+    on_go = None if broker is None else (lambda: cpu.append(broker.cpu_seconds()))
+    par, secs = txn_bench.parallel_commits(bootstrap, sizes.p4_procs, sizes.p4_seconds, on_go=on_go)
+    cpu_s = broker.cpu_seconds() - cpu[0] if broker is not None else None
+    return P4Result([v * 1000 for v in lat], par, secs, cpu_s)
+
+
+def p4_floors(r: Run, mock: P4Result) -> dict[str, float]:
+    """What the durability order and the runtime cost before any of oncelog's own work (empty without the machine
+    figures): the commit p50 floor (the mock's p50 plus the serial fsyncs, each with its hand-off to a sync thread)
+    and the runtime's CPU per commit under load (echo requests plus fsync hand-offs)."""
+    if r.disk is None or r.runtime is None:
+        return {}
+    rt = r.runtime
+    per_fsync_ms = r.disk.fdatasync_p50_ms + rt.handoff_p50_us / 1000
+    return {
+        "commit_p50_floor_ms": machine.percentile(mock.latencies_ms, 50) + SERIAL_FSYNCS_PER_COMMIT * per_fsync_ms,
+        "runtime_cpu_us_per_commit": REQUESTS_PER_COMMIT * rt.echo_server_cpu_concurrent_us
+        + SERIAL_FSYNCS_PER_COMMIT * rt.handoff_cpu_concurrent_us,
+    }
 
 
 def bench_p4(r: Run) -> None:
     s = r.sizes
     with BrokerProcess() as broker:
         txn_bench.create_topic(broker.bootstrap, txn_bench.P4_TOPIC, s.p4_procs)
-        lat1, par1, secs1 = _p4(broker.bootstrap, s.p4_commits, s.p4_procs, s.p4_seconds)
+        fsync = _p4(broker.bootstrap, s, broker)
     # Kafka's default durability (page cache, no fsync before acknowledging): what the fsyncs cost.
     with BrokerProcess(settings=log_write_bench.PAGECACHE_SETTINGS) as broker:
         txn_bench.create_topic(broker.bootstrap, txn_bench.P4_TOPIC, s.p4_procs)
-        lat3, par3, secs3 = _p4(broker.bootstrap, s.p4_commits, s.p4_procs, s.p4_seconds)
-    with MockCluster(1) as mock:
-        mock.create_topic(txn_bench.P4_TOPIC, s.p4_procs)
-        lat2, par2, secs2 = _p4(mock.bootstrap, s.p4_commits, s.p4_procs, s.p4_seconds)
+        page = _p4(broker.bootstrap, s, broker)
+    with MockCluster(1) as cluster:
+        cluster.create_topic(txn_bench.P4_TOPIC, s.p4_procs)
+        mock = _p4(cluster.bootstrap, s)
     r.samples["P4 one-record transaction: commit_transaction() latency"] = {
-        "oncelog": lat1,
-        "oncelog, page cache": lat3,
-        "mock": lat2,
+        "oncelog": fsync.latencies_ms,
+        "oncelog, page cache": page.latencies_ms,
+        "mock": mock.latencies_ms,
     }
-    p = machine.percentile
+    floors = p4_floors(r, mock)
     r.details["P4"] = {
-        name: {"p50_ms": p(lat, 50), "p99_ms": p(lat, 99), "max_ms": max(lat), "commits_per_s": par / secs}
-        for name, lat, par, secs in (
-            ("oncelog", lat1, par1, secs1),
-            ("oncelog_pagecache", lat3, par3, secs3),
-            ("mock", lat2, par2, secs2),
-        )
+        "oncelog": fsync.summary(),
+        "oncelog_pagecache": page.summary(),
+        "mock": mock.summary(),
+        **floors,
     }
+    ours, theirs, paged = fsync.summary(), mock.summary(), page.summary()
+    floor_text = (
+        f"; floor {floors['commit_p50_floor_ms']:.2f} ms = mock p50 + {SERIAL_FSYNCS_PER_COMMIT} serial x "
+        f"(fdatasync {r.disk.fdatasync_p50_ms:.2f} + hand-off {r.runtime.handoff_p50_us / 1000:.2f} ms)"
+        if floors and r.disk is not None and r.runtime is not None
+        else ""
+    )
+    cpu_text = "" if ours["broker_cpu_ms_per_commit"] is None else (
+        f"; broker CPU {ours['broker_cpu_ms_per_commit']:.2f} ms per commit"
+        + (f" (runtime alone {floors['runtime_cpu_us_per_commit']:.0f} us)" if floors else "")
+    )
     r.add(
         Line(
             "P4",
-            f"commit p50 ms (1 producer, {len(lat1)} commits)",
-            p(lat1, 50),
+            f"commit p50 ms (1 producer, {len(fsync.latencies_ms)} commits)",
+            ours["p50_ms"],
             ".2f",
-            f"mock {p(lat2, 50):.2f} ms; {fsync_beside(r)}",
+            f"mock {theirs['p50_ms']:.2f} ms{floor_text}",
             "P4_commit_p50_ms",
         ),
-        Line("P4", "commit p99 ms", p(lat1, 99), ".2f", f"mock {p(lat2, 99):.2f} ms", "P4_commit_p99_ms"),
+        Line("P4", "commit p99 ms", ours["p99_ms"], ".2f", f"mock {theirs['p99_ms']:.2f} ms", "P4_commit_p99_ms"),
         Line(
             "P4",
             f"commits/s ({s.p4_procs} producer processes)",
-            par1 / secs1,
+            fsync.commits_per_s,
             ",.0f",
-            f"mock {par2 / secs2:,.0f}/s",
+            f"mock {mock.commits_per_s:,.0f}/s{cpu_text}",
             "P4_commits_per_s",
         ),
         Line(
             "P4",
             "page cache: commit p50 ms",
-            p(lat3, 50),
+            paged["p50_ms"],
             ".2f",
-            f"p99 {p(lat3, 99):.2f} ms; {par3 / secs3:,.0f} commits/s with {s.p4_procs} producers",
+            f"p99 {paged['p99_ms']:.2f} ms; {page.commits_per_s:,.0f} commits/s with {s.p4_procs} producers; "
+            f"broker CPU {paged['broker_cpu_ms_per_commit']:.2f} ms per commit",
             "P4_pagecache_commit_p50_ms",
         ),
     )

@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -185,8 +186,11 @@ def _parallel_worker(bootstrap: str, partition: int, seconds: float, ready: obje
     out.put((count, time.perf_counter() - start))  # type: ignore[attr-defined]
 
 
-def parallel_commits(bootstrap: str, procs: int, seconds: float) -> tuple[int, float]:
-    """Total commits and the longest worker's duration for ``procs`` processes in parallel."""
+def parallel_commits(
+    bootstrap: str, procs: int, seconds: float, *, on_go: Callable[[], object] | None = None
+) -> tuple[int, float]:
+    """Total commits and the longest worker's duration for ``procs`` processes in parallel; ``on_go`` is called once
+    every worker is ready, just before they start committing."""
     ctx = mp.get_context("spawn")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     workers = [ctx.Process(target=_parallel_worker, args=(bootstrap, p, seconds, ready, go, out)) for p in range(procs)]
@@ -195,6 +199,8 @@ def parallel_commits(bootstrap: str, procs: int, seconds: float) -> tuple[int, f
     for _ in workers:
         if not ready.acquire(timeout=120):
             raise RuntimeError("a parallel worker did not get ready")
+    if on_go is not None:
+        on_go()
     go.set()
     results = [out.get(timeout=seconds + 120) for _ in workers]
     for w in workers:

@@ -39,6 +39,14 @@ def default_command() -> list[str]:
     return [sys.executable, "-m", "oncelog.broker", "broker"]
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid`` so far (every thread), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # After the ")" that ends comm: fields[0] is state (field 3); utime/stime are fields 14/15.
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 class BrokerProcess:
     """One broker subprocess bound to ``127.0.0.1:port`` with a persistent data dir."""
 
@@ -164,10 +172,7 @@ class BrokerProcess:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the broker process so far, from /proc/<pid>/stat."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        # After the ")" that ends comm: fields[0] is state (field 3); utime/stime are fields 14/15.
-        ticks = int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.pid)
 
     def close(self) -> None:
         """Stop if running (killing if SIGTERM fails) and delete a data dir this object created."""

@@ -1,0 +1,43 @@
+"""The runtime floors of bench/runtime.py and the P4 floor arithmetic of bench/run.py.
+
+The figures themselves vary by machine; these tests check that each measurement really runs (a server process that
+answers, sync threads that return every job) and that the P4 floor is computed from the figures it names.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench import machine, run, runtime  # noqa: E402
+
+
+def test_echo_measures_a_real_server() -> None:
+    # echo() raises unless every request came back byte for byte.
+    rtt_us, cpu_us, cpu_concurrent_us = runtime.echo(requests=300, concurrency=3)
+    assert 0 < rtt_us < 1_000_000
+    # The server is another process: its CPU is measured from /proc, at tick (10 ms) resolution.
+    assert cpu_us >= 0 and cpu_concurrent_us >= 0
+
+
+def test_handoff_returns_every_job() -> None:
+    p50_us, cpu_us, cpu_concurrent_us = runtime.handoff(jobs=400, concurrency=4)
+    assert 0 < p50_us < 1_000_000
+    assert cpu_us > 0 and cpu_concurrent_us > 0
+
+
+def test_p4_floor_is_the_mock_p50_plus_the_serial_fsyncs_and_their_hand_offs() -> None:
+    r = run.Run(run.QUICK)
+    mock = run.P4Result(latencies_ms=[1.0, 1.2, 1.4], commits=100, seconds=1.0, broker_cpu_s=None)
+    assert run.p4_floors(r, mock) == {}  # no machine figures, no floor
+    r.disk = machine.DiskFigures(1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.15, fdatasync_p99_ms=0.3)
+    r.runtime = runtime.RuntimeFigures(60.0, 50.0, 16.0, handoff_p50_us=100.0, handoff_cpu_us=70.0,
+                                       handoff_cpu_concurrent_us=15.0)
+    floors = run.p4_floors(r, mock)
+    assert floors["commit_p50_floor_ms"] == pytest.approx(1.2 + 4 * (0.15 + 0.1))
+    assert floors["runtime_cpu_us_per_commit"] == pytest.approx(3 * 16.0 + 4 * 15.0)
