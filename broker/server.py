@@ -2,11 +2,13 @@
 
 Per connection, one reader decodes and handles requests one at a time, as Kafka does; a handler may hand back a
 Deferred response (Produce waiting for its fsync) so the reader can take the next request meanwhile, which lets
-pipelined produce requests share one group-committed fsync. Responses go out strictly in request order: the reader
-sends a ready response itself when nothing is queued ahead of it (no task switch), otherwise it queues it for the
-connection's writer.
+pipelined produce requests share one group-committed fsync. Responses leave strictly in request order: the reader
+sends a ready response itself when nothing is queued ahead of it, otherwise it queues it for the connection's writer.
+Socket calls enter the trio scheduler only when they would block (``broker.socket_io``); the reader checkpoints
+after ``REQUESTS_PER_CHECKPOINT`` requests handled without waiting, so a busy connection cannot starve the others.
 A frame whose size is negative or above ``socket.request.max.bytes`` is never read: the connection is closed, as
-is one whose header or body cannot be decoded.
+is one whose header or body cannot be decoded, and one that sent no request for ``connections.max.idle.ms`` (a
+sweeper looks every tenth of that period, so a connection is closed within 1.1 times it).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import structlog
 import trio
 from oncelog.broker.apis import HANDLERS
 from oncelog.broker.request import Deferred, Request
+from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import (
     ApiKey,
     DecodeError,
@@ -38,7 +41,13 @@ log = structlog.get_logger(__name__)
 _SIZE = struct.Struct(">i")
 #: Responses queued per connection before the reader waits (clients keep at most 5 requests in flight).
 MAX_QUEUED_RESPONSES = 32
-#: What one receive asks for unless a larger frame is still missing more (larger asks cost more per call).
+#: Requests a connection may handle back to back without its socket waiting before it yields to other tasks.
+REQUESTS_PER_CHECKPOINT = 16
+#: The idle sweeper looks at every connection this many times per ``connections.max.idle.ms``.
+IDLE_CHECKS_PER_PERIOD = 10
+#: Bytes asked of one recv unless a larger frame is still missing more. Larger asks cost more than they save for
+#: small requests: the allocation of the result and its trim back to what arrived take a system call each once they
+#: pass glibc's thresholds (128 KiB); the rest of a large frame is asked for in one call.
 _RECEIVE_CHUNK = 64 * 1024
 #: What the writer sends: an encoded response, or a function completing one later (see Deferred).
 _Outgoing = bytes | Callable[[], Awaitable[bytes]]
@@ -51,7 +60,7 @@ class ConnectionClosed(Exception):
 class FrameReader:
     """Reads whole size-prefixed frames from a stream, refusing sizes above ``max_size`` before reading them."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream, max_size: int) -> None:
+    def __init__(self, stream: NonBlockingSocket, max_size: int) -> None:
         self._stream = stream
         self._max_size = max_size
         self._buffer = bytearray()
@@ -69,7 +78,8 @@ class FrameReader:
         if size < 0 or size > self._max_size:
             raise ConnectionClosed(f"frame size {size} outside 0..{self._max_size} (socket.request.max.bytes)")
         await self._fill(4 + size)
-        frame = bytes(self._buffer[4 : 4 + size])
+        with memoryview(self._buffer) as view:
+            frame = bytes(view[4 : 4 + size])
         del self._buffer[: 4 + size]
         return frame
 
@@ -77,24 +87,32 @@ class FrameReader:
 class Connection:
     """One client connection: reads requests, dispatches them, writes responses in order."""
 
-    def __init__(self, broker: BrokerNode, stream: trio.SocketStream) -> None:
+    def __init__(self, broker: BrokerNode, sock: NonBlockingSocket) -> None:
         self._broker = broker
-        self._stream = stream
-        try:
-            self._client_host = str(stream.socket.getpeername()[0])
-        except OSError:
-            self._client_host = "?"
-        self._reader = FrameReader(stream, broker.config.get_int("socket.request.max.bytes"))
+        self._sock = sock
+        self._client_host = sock.peer_host()
+        self._reader = FrameReader(sock, broker.config.get_int("socket.request.max.bytes"))
         #: Responses handed to the writer and not yet sent; while any is, the reader must queue behind them.
         self._queued = 0
+        #: Requests read so far; the idle sweeper compares it between looks.
+        self.requests = 0
+        self._scope = trio.CancelScope()
+
+    def close_idle(self) -> None:
+        """Close the connection because it sent no request for ``connections.max.idle.ms``."""
+        if self._scope.cancel_called:
+            return
+        log.debug("connection_closed", client=self._client_host, reason="idle for connections.max.idle.ms")
+        self._scope.cancel()
 
     async def serve(self) -> None:
         send, receive = trio.open_memory_channel[_Outgoing](MAX_QUEUED_RESPONSES)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._write_responses, receive)
-                async with send:
-                    await self._read_requests(send)
+            with self._scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._write_responses, receive)
+                    async with send:
+                        await self._read_requests(send)
         except* ConnectionClosed as group:
             log.debug("connection_closed", client=self._client_host, reason=str(group.exceptions[0]))
         except* (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -103,23 +121,31 @@ class Connection:
             # Never let one connection's failure reach the listener: log it and drop the connection.
             log.error("connection_failed", client=self._client_host, exc_info=group)
         finally:
-            await trio.aclose_forcefully(self._stream)
+            self._sock.close()
 
     async def _read_requests(self, send: trio.MemorySendChannel[_Outgoing]) -> None:
-        idle_s = self._broker.config.get_int("connections.max.idle.ms") / 1000
+        without_waiting = 0
         while True:
-            with trio.move_on_after(idle_s) as idle:
-                frame = await self._reader.next_frame()
-            if idle.cancelled_caught:
-                raise ConnectionClosed("idle for connections.max.idle.ms")
+            waits = self._sock.waits
+            frame = await self._reader.next_frame()
+            self.requests += 1
             response = await self._handle(frame)
-            if response is None:
-                continue
-            if self._queued == 0 and isinstance(response, bytes):
-                await self._send(response)
+            if response is not None:
+                if self._queued == 0 and isinstance(response, bytes):
+                    await self._sock.send_all(_SIZE.pack(len(response)) + response)
+                else:
+                    self._queued += 1
+                    try:
+                        send.send_nowait(response)
+                    except trio.WouldBlock:
+                        await send.send(response)
+            if self._sock.waits != waits:
+                without_waiting = 0
             else:
-                self._queued += 1
-                await send.send(response)
+                without_waiting += 1
+                if without_waiting >= REQUESTS_PER_CHECKPOINT:
+                    without_waiting = 0
+                    await trio.lowlevel.checkpoint()
 
     async def _handle(self, frame: bytes) -> _Outgoing | None:
         try:
@@ -163,11 +189,9 @@ class Connection:
     async def _write_responses(self, receive: trio.MemoryReceiveChannel[_Outgoing]) -> None:
         async with receive:
             async for item in receive:
-                await self._send(item if isinstance(item, bytes) else await item())
+                data = item if isinstance(item, bytes) else await item()
+                await self._sock.send_all(_SIZE.pack(len(data)) + data)
                 self._queued -= 1
-
-    async def _send(self, response: bytes) -> None:
-        await self._stream.send_all(_SIZE.pack(len(response)) + response)
 
 
 async def serve(broker: BrokerNode, host: str, port: int, *, task_status: trio.TaskStatus[int]) -> None:
@@ -177,7 +201,33 @@ async def serve(broker: BrokerNode, host: str, port: int, *, task_status: trio.T
     log.info("listening", host=host, port=bound_port)
     task_status.started(bound_port)
 
-    async def handle(stream: trio.SocketStream) -> None:
-        await Connection(broker, stream).serve()
+    connections: set[Connection] = set()
 
-    await trio.serve_listeners(handle, listeners)
+    async def handle(stream: trio.SocketStream) -> None:
+        connection = Connection(broker, NonBlockingSocket.adopt(stream))
+        connections.add(connection)
+        try:
+            await connection.serve()
+        finally:
+            connections.discard(connection)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_close_idle, connections, broker.config.get_int("connections.max.idle.ms") / 1000)
+        await trio.serve_listeners(handle, listeners)
+
+
+async def _close_idle(connections: set[Connection], idle_s: float) -> None:
+    """Close every connection whose request count stayed the same for ``idle_s`` (checked every tenth of it)."""
+    last_seen: dict[Connection, tuple[int, float]] = {}
+    while True:
+        await trio.sleep(idle_s / IDLE_CHECKS_PER_PERIOD)
+        now = trio.current_time()
+        seen = {}
+        for connection in connections:
+            count, since = last_seen.get(connection, (-1, now))
+            if count != connection.requests:
+                since = now
+            elif now - since >= idle_s:
+                connection.close_idle()
+            seen[connection] = (connection.requests, since)
+        last_seen = seen

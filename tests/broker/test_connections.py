@@ -8,6 +8,7 @@ import time
 
 import trio
 from oncelog.broker.server import Connection
+from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import ApiKey, ErrorCode, decode_response, encode_request
 from oncelog.protocol.records import iter_records
 
@@ -97,7 +98,7 @@ async def test_a_flooding_connection_does_not_starve_another(broker) -> None:
     busy_client, other_client = _wire_client(busy), _wire_client(other)
     async with trio.open_nursery() as nursery:
         for end in (busy_end, other_end):
-            nursery.start_soon(Connection(broker.node, trio.SocketStream(trio.socket.from_stdlib_socket(end))).serve)
+            nursery.start_soon(Connection(broker.node, NonBlockingSocket(end)).serve)
         await trio.lowlevel.wait_readable(other)
         answered_meanwhile = len(busy.recv(1 << 22, socket.MSG_PEEK | socket.MSG_DONTWAIT))
         assert _correlation_id(await other_client.read_frame()) == 1

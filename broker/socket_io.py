@@ -1,0 +1,86 @@
+"""Socket I/O for the broker's connections that enters the trio scheduler only when the socket would block.
+
+trio's ``SocketStream`` yields to the scheduler on every call, even when the kernel has the bytes ready; a small
+request then costs several scheduler passes (each an ``epoll_wait``). ``NonBlockingSocket`` tries the system call
+first and waits with ``trio.lowlevel.wait_readable`` / ``wait_writable`` only when it would block, so a request that
+arrives whole and whose response fits the socket buffer is read, handled and answered in one pass.
+
+Guaranteed: ``receive_some`` returns at least one byte, or ``b""`` once the peer closed its side; ``send_all``
+returns once every byte is in the kernel's send buffer; both raise ``trio.BrokenResourceError`` when the peer reset
+the connection and ``trio.ClosedResourceError`` after ``close``. They are checkpoints only when they wait, so callers
+that may loop without waiting must checkpoint themselves (``broker.server.Connection`` does).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Awaitable, Callable
+
+import trio
+
+_Wait = Callable[[socket.socket], Awaitable[None]]
+
+
+class NonBlockingSocket:
+    """One connected stream socket, owned: ``close`` closes it."""
+
+    __slots__ = ("_sock", "waits")
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        #: How many times a call had to wait for the socket (each wait is a trio checkpoint).
+        self.waits = 0
+
+    @classmethod
+    def adopt(cls, stream: trio.SocketStream) -> NonBlockingSocket:
+        """Take the socket out of a trio stream (as accepted by ``trio.serve_listeners``); the stream is left empty."""
+        return cls(socket.socket(fileno=stream.socket.detach()))
+
+    def peer_host(self) -> str:
+        """The peer's address without the port ("local" for a Unix socket, "?" once disconnected)."""
+        try:
+            peer = self._sock.getpeername()
+        except OSError:
+            return "?"
+        return str(peer[0]) if isinstance(peer, tuple) else "local"
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        while True:
+            try:
+                return self._sock.recv(max_bytes)
+            except (BlockingIOError, InterruptedError):
+                await self._wait(trio.lowlevel.wait_readable)
+            except OSError as exc:
+                raise self._translate(exc) from exc
+
+    async def send_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self._sock.send(view)
+            except (BlockingIOError, InterruptedError):
+                await self._wait(trio.lowlevel.wait_writable)
+                continue
+            except OSError as exc:
+                raise self._translate(exc) from exc
+            view = view[sent:]
+
+    async def _wait(self, wait: _Wait) -> None:
+        if self._sock.fileno() < 0:
+            raise trio.ClosedResourceError("socket was closed")
+        self.waits += 1
+        await wait(self._sock)
+
+    def _translate(self, exc: OSError) -> Exception:
+        if self._sock.fileno() < 0:
+            return trio.ClosedResourceError("socket was closed")
+        return trio.BrokenResourceError(f"socket error: {exc}")
+
+    def close(self) -> None:
+        """Close the socket, waking any task waiting on it with ``trio.ClosedResourceError``."""
+        if self._sock.fileno() >= 0:
+            trio.lowlevel.notify_closing(self._sock)
+        self._sock.close()
