@@ -5,7 +5,8 @@ Deferred response (Produce waiting for its fsync) so the reader can take the nex
 pipelined produce requests share one group-committed fsync. Responses leave strictly in request order: the reader
 sends a ready response itself when nothing is queued ahead of it, otherwise it queues it for the connection's writer.
 Socket calls enter the trio scheduler only when they would block (``broker.socket_io``); the reader checkpoints
-after ``REQUESTS_PER_CHECKPOINT`` requests handled without waiting, so a busy connection cannot starve the others.
+after ``REQUESTS_PER_CHECKPOINT`` requests (or ``BYTES_PER_CHECKPOINT`` bytes of them) handled without waiting, so a
+busy connection cannot starve the others.
 A frame whose size is negative or above ``socket.request.max.bytes`` is never read: the connection is closed, as
 is one whose header or body cannot be decoded, and one that sent no request for ``connections.max.idle.ms`` (a
 sweeper looks every tenth of that period, so a connection is closed within 1.1 times it).
@@ -43,6 +44,9 @@ _SIZE = struct.Struct(">i")
 MAX_QUEUED_RESPONSES = 32
 #: Requests a connection may handle back to back without its socket waiting before it yields to other tasks.
 REQUESTS_PER_CHECKPOINT = 16
+#: ... or requests of this many bytes: finished fsyncs are then taken in (and the next started) between large
+#: produce requests, so fsyncs overlap with reading instead of waiting for a run of requests to end.
+BYTES_PER_CHECKPOINT = 1 << 20
 #: The idle sweeper looks at every connection this many times per ``connections.max.idle.ms``.
 IDLE_CHECKS_PER_PERIOD = 10
 #: Bytes asked of one recv unless a larger frame is still missing more. Larger asks cost more than they save for
@@ -124,10 +128,11 @@ class Connection:
             self._sock.close()
 
     async def _read_requests(self, send: trio.MemorySendChannel[_Outgoing]) -> None:
-        without_waiting = 0
+        without_waiting = bytes_without_waiting = 0
         while True:
             waits = self._sock.waits
             frame = await self._reader.next_frame()
+            bytes_without_waiting += len(frame)
             self.requests += 1
             response = await self._handle(frame)
             if response is not None:
@@ -140,11 +145,11 @@ class Connection:
                     except trio.WouldBlock:
                         await send.send(response)
             if self._sock.waits != waits:
-                without_waiting = 0
+                without_waiting = bytes_without_waiting = 0
             else:
                 without_waiting += 1
-                if without_waiting >= REQUESTS_PER_CHECKPOINT:
-                    without_waiting = 0
+                if without_waiting >= REQUESTS_PER_CHECKPOINT or bytes_without_waiting >= BYTES_PER_CHECKPOINT:
+                    without_waiting = bytes_without_waiting = 0
                     await trio.lowlevel.checkpoint()
 
     async def _handle(self, frame: bytes) -> _Outgoing | None:
