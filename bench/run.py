@@ -301,13 +301,8 @@ def bench_p4(r: Run) -> None:
         "mock": mock.latencies_ms,
     }
     floors = p4_floors(r, mock)
-    r.details["P4"] = {
-        "oncelog": fsync.summary(),
-        "oncelog_pagecache": page.summary(),
-        "mock": mock.summary(),
-        **floors,
-    }
     ours, theirs, paged = fsync.summary(), mock.summary(), page.summary()
+    r.details["P4"] = {"oncelog": ours, "oncelog_pagecache": paged, "mock": theirs, **floors}
     floor_text = (
         f"; floor {floors['commit_p50_floor_ms']:.2f} ms = mock p50 + {SERIAL_FSYNCS_PER_COMMIT} serial x "
         f"(fdatasync {r.disk.fdatasync_p50_ms:.2f} + hand-off {r.runtime.handoff_p50_us / 1000:.2f} ms)"
