@@ -117,7 +117,7 @@ def bench_machine(r: Run) -> None:
         ),
         Line(
             "machine",
-            "sync-thread hand-off (no-op) p50 us",
+            "fsync-helper hand-off (no-op) p50 us",
             rt.handoff_p50_us,
             ".0f",
             f"CPU per job {rt.handoff_cpu_us:.0f} us; {rt.handoff_cpu_concurrent_us:.0f} us with "
@@ -270,7 +270,7 @@ def _p4(bootstrap: str, sizes: Sizes, broker: BrokerProcess | None = None) -> P4
 
 def p4_floors(r: Run, mock: P4Result) -> dict[str, float]:
     """What the durability order and the runtime cost before any of oncelog's own work (empty without the machine
-    figures): the commit p50 floor (the mock's p50 plus the serial fsyncs, each with its hand-off to a sync thread)
+    figures): the commit p50 floor (the mock's p50 plus the serial fsyncs, each with its hand-off to the fsync helper)
     and the runtime's CPU per commit under load (echo requests plus fsync hand-offs)."""
     if r.disk is None or r.runtime is None:
         return {}

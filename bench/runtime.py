@@ -1,13 +1,13 @@
-"""What the broker's runtime costs before any Kafka logic: a trio request round trip and a sync-thread hand-off.
+"""What the broker's runtime costs before any Kafka logic: a trio request round trip and an fsync hand-off.
 
 These are the floors under P4's commit latency and rate, measured in the same run as the figures they explain:
 
 - **echo**: a trio server (listeners and ``SocketStream``, as the broker uses) answering size-prefixed frames with
   the same bytes over 127.0.0.1: round-trip p50 and the server process's CPU (user + system) per request with one
   request at a time, and its CPU per request with ``CONCURRENCY`` connections each keeping one request outstanding.
-- **hand-off**: the broker's own ``SyncThreads`` (the threads that run fdatasync off the event loop) given jobs that
-  do nothing, awaited from trio the way the flusher awaits an fsync: round-trip p50 and CPU per job, one at a time
-  and with ``CONCURRENCY`` jobs outstanding.
+- **hand-off**: the broker's own ``SyncProcess`` (the helper process that runs fdatasync off the event loop) given
+  jobs with no file to sync, awaited from trio the way the flusher awaits an fsync: round-trip p50 and CPU per job
+  (broker and helper together), one at a time and with ``CONCURRENCY`` jobs outstanding.
 
 Guaranteed: the echo server process is killed and its socket closed, also on error.
 
@@ -44,7 +44,7 @@ class RuntimeFigures:
     echo_server_cpu_us: float  # server process CPU (user + system) per request, one at a time
     echo_server_cpu_concurrent_us: float  # the same with CONCURRENCY connections busy
     handoff_p50_us: float  # one job at a time
-    handoff_cpu_us: float  # process CPU (every thread) per job, one at a time
+    handoff_cpu_us: float  # CPU of the process and the helper per job, one at a time
     handoff_cpu_concurrent_us: float  # the same with CONCURRENCY jobs outstanding
 
 
@@ -142,48 +142,51 @@ def echo(requests: int = 10_000, concurrency: int = CONCURRENCY) -> tuple[float,
 
 
 def handoff(jobs: int = 10_000, concurrency: int = CONCURRENCY) -> tuple[float, float, float]:
-    """(round-trip p50 in us with one job at a time, process CPU in us per job then, the same with ``concurrency``
-    trio tasks each keeping one job outstanding) for no-op jobs through the broker's SyncThreads."""
+    """(round-trip p50 in us with one job at a time, CPU of this process and the helper in us per job then, the same
+    with ``concurrency`` trio tasks each keeping one job outstanding) for empty jobs through the broker's
+    SyncProcess."""
     import trio
     from oncelog.broker.flusher import SYNC_THREADS
-    from oncelog.broker.sync_threads import SyncThreads
+    from oncelog.broker.sync_process import SyncProcess
+
+    def released(results: list[tuple[trio.Event, Exception | None]]) -> None:  # as the flusher's: wake the waiter
+        for done, _ in results:
+            done.set()
+
+    syncer: SyncProcess[trio.Event] = SyncProcess(SYNC_THREADS, released)
+
+    def cpu() -> float:
+        assert syncer.pid is not None
+        return sum(os.times()[:2]) + process_cpu_seconds(syncer.pid)
+
+    async def round_trip() -> float:
+        done = trio.Event()
+        start = time.perf_counter()
+        syncer.submit(done, (), full=False)
+        await done.wait()
+        return time.perf_counter() - start
+
+    async def loop(count: int) -> None:
+        for _ in range(count):
+            await round_trip()
+
+    async def concurrent(count: int) -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(concurrency):
+                nursery.start_soon(loop, count // concurrency)
 
     async def main() -> tuple[float, float, float]:
-        def wake() -> None:  # runs in trio, as the flusher's does: release the job's own waiter
-            for done, _ in threads.take_results():
-                done.set()
-
-        threads: SyncThreads[trio.Event] = SyncThreads(
-            SYNC_THREADS, lambda _done: None, wake, trio.lowlevel.current_trio_token()
-        )
-
-        async def round_trip() -> float:
-            done = trio.Event()
-            start = time.perf_counter()
-            threads.submit(done)
-            await done.wait()
-            return time.perf_counter() - start
-
-        async def loop(count: int) -> None:
-            for _ in range(count):
-                await round_trip()
-
-        async def concurrent(count: int) -> None:
-            async with trio.open_nursery() as nursery:
-                for _ in range(concurrency):
-                    nursery.start_soon(loop, count // concurrency)
-
-        try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(syncer.run)
             await loop(jobs // 10)
-            cpu0 = sum(os.times()[:2])
+            cpu0 = cpu()
             times = [await round_trip() for _ in range(jobs)]
-            cpu1 = sum(os.times()[:2])
+            cpu1 = cpu()
             await concurrent(jobs // 10)
-            cpu2 = sum(os.times()[:2])
+            cpu2 = cpu()
             await concurrent(jobs)
-            cpu3 = sum(os.times()[:2])
-        finally:
-            threads.close()
+            cpu3 = cpu()
+            nursery.cancel_scope.cancel()
         done_jobs = jobs // concurrency * concurrency
         return percentile(times, 50) * 1e6, (cpu1 - cpu0) / jobs * 1e6, (cpu3 - cpu2) / done_jobs * 1e6
 

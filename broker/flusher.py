@@ -3,13 +3,13 @@
 Two modes, chosen by Kafka's flush properties (see broker.config):
 
 * **fsync before acknowledging** (``log.flush.interval.messages=1``, the default here): an append marks its log dirty;
-  a request waiting for data no fsync under way covers starts an fdatasync of that log at once on one of a few
-  long-lived sync threads; when it completes, the log's high watermark advances to what is now durable and the
-  requests it covers are released. Each log has at most one fsync under way; appends that arrive meanwhile are covered
-  by the next one, so concurrent producers share fsyncs (group commit), while different logs never wait for each
-  other's fsyncs. Consumers only ever see durable data. Appends nobody waits for (acks=0, a transaction's Complete*
-  record) start no fsync: the next waiter's fsync of that log covers them, or they are synced after
-  ``UNWAITED_FLUSH_DELAY_S``.
+  a request waiting for data no fsync under way covers starts an fdatasync of that log at once in the fsync helper
+  process (``oncelog.broker.sync_process``), which runs a few in parallel; when it completes, the log's high watermark
+  advances to what is now durable and the requests it covers are released. Each log has at most one fsync under way;
+  appends that arrive meanwhile are covered by the next one, so concurrent producers share fsyncs (group commit),
+  while different logs never wait for each other's fsyncs. Consumers only ever see durable data. Appends nobody waits
+  for (acks=0, a transaction's Complete* record) start no fsync: the next waiter's fsync of that log covers them, or
+  they are synced after ``UNWAITED_FLUSH_DELAY_S``.
 * **page cache** (larger ``log.flush.interval.messages`` or a ``log.flush.interval.ms``): the high watermark advances
   at append; the flusher fsyncs a log once it holds that many unflushed messages or that much time has passed.
 """
@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 
 import structlog
 import trio
-from oncelog.broker.sync_threads import SyncThreads
+from oncelog.broker.sync_process import SyncProcess
+from oncelog.storage import faults
 from oncelog.storage.errors import KafkaStorageError
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.log import PartitionLog, SyncPlan
 
 log = structlog.get_logger(__name__)
 
-#: Threads that fdatasync different logs of one round in parallel (a round uses at most one per log).
+#: Helper threads that fdatasync different logs in parallel (a log has at most one fsync under way).
 SYNC_THREADS = 8
 #: How long data nobody waits for (acks=0 produce, a Complete* transaction record) may stay unsynced in fsync mode
 #: before it gets a round of its own; any waited round before then covers it too. Not a Kafka property.
@@ -79,7 +80,9 @@ class LogFlusher:
         self._unwaited_deadline: float | None = None
         self._next_check = -math.inf  # page-cache mode: next look for overdue logs
         self._sleep = trio.CancelScope()  # the flusher's current sleep; appends may bring its deadline forward
-        self._threads: SyncThreads[tuple[PartitionLog, int]] | None = None
+        self._syncer: SyncProcess[tuple[PartitionLog, int, SyncPlan | None]] = SyncProcess(
+            SYNC_THREADS, self._completed
+        )
         self._wakeup = trio.Event()
         self.fsyncs = 0
 
@@ -133,25 +136,29 @@ class LogFlusher:
 
     def _start(self, partition_log: PartitionLog, state: _LogState) -> None:
         """Start an fsync of the log up to its current end (none under way for it)."""
-        if self._threads is None:  # not running yet: ``run`` starts it
+        if not self._syncer.running:  # not running yet: ``run`` starts it
             return
         end = partition_log.log_end_offset
         state.in_flight_end = end
         state.resync = False
         state.unflushed_messages = 0
         self._dirty.discard(partition_log)
-        self._threads.submit((partition_log, end))
+        try:
+            delay_ms = _fault_delay_ms()
+            plan = partition_log.sync_plan(end, data_only=True)
+        except (OSError, KafkaStorageError) as exc:
+            self._syncer.fail((partition_log, end, None), exc)
+            return
+        self._syncer.submit((partition_log, end, plan), plan.fds if plan else (), full=False, delay_ms=delay_ms)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Sync logs until cancelled. Owns the sync threads for its lifetime."""
-        self._threads = threads = SyncThreads(
-            SYNC_THREADS, _flush_data, self._on_results, trio.lowlevel.current_trio_token()
-        )
-        for partition_log, state in list(self._states.items()):
-            if state.waiters and state.in_flight_end is None:
-                self._start(partition_log, state)  # waited for before the flusher ran
-        task_status.started()
-        try:
+        """Sync logs until cancelled. Owns the fsync helper for its lifetime; raises if the helper dies."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self._syncer.run)
+            for partition_log, state in list(self._states.items()):
+                if state.waiters and state.in_flight_end is None:
+                    self._start(partition_log, state)  # waited for before the flusher ran
+            task_status.started()
             while True:
                 if self._wakeup.is_set():
                     await trio.lowlevel.checkpoint()
@@ -159,20 +166,7 @@ class LogFlusher:
                     with trio.CancelScope(deadline=self._deadline()) as self._sleep:
                         await self._wakeup.wait()
                 self._wakeup = trio.Event()
-                self._completed(threads.take_results())
                 self._start_due()
-        finally:
-            self._threads = None
-            threads.close()
-
-    def _on_results(self) -> None:
-        """Runs in trio (``run_sync_soon``) when fsyncs finished: release their waiters at once, without waking the
-        flusher task; a crashed sync thread is left for that task to raise."""
-        threads = self._threads
-        if threads is None or threads.crash is not None:
-            self._wakeup.set()
-            return
-        self._completed(threads.take_results())
 
     def _deadline(self) -> float:
         if not self.fsync_before_ack:
@@ -209,14 +203,13 @@ class LogFlusher:
             if state.unflushed_messages and now_ms - state.last_flush_ms >= self._interval_ms:
                 self._dirty.add(partition_log)
 
-    def _completed(self, results: list[tuple[tuple[PartitionLog, int], BaseException | None]]) -> None:
+    def _completed(self, results: list[tuple[tuple[PartitionLog, int, SyncPlan | None], Exception | None]]) -> None:
         """Advance high watermarks and release the waiters the finished fsyncs cover."""
-        threads = self._threads
-        if threads is not None and threads.crash is not None:
-            raise threads.crash
         now_ms = trio.current_time() * 1000
-        for (partition_log, end_offset), error in results:
+        for (partition_log, end_offset, plan), error in results:
             self.fsyncs += 1
+            if error is None and plan is not None:
+                partition_log.synced(plan)
             state = self._states.get(partition_log)
             if state is None:
                 continue  # forgotten meanwhile
@@ -244,11 +237,10 @@ class LogFlusher:
                 self._start(partition_log, state)
 
 
-def _flush_data(item: tuple[PartitionLog, int]) -> BaseException | None:
-    """Runs on a sync thread: make the log's data durable up to the end offset; a failure is returned, not raised."""
-    partition_log, end_offset = item
-    try:
-        partition_log.flush_data(end_offset)
-    except (OSError, KafkaStorageError) as exc:
-        return exc
-    return None
+def _fault_delay_ms() -> int:
+    """The ``storage.fsync`` fault point, on the event loop: a crash or I/O error happens here, a delay is left to
+    the helper (which sleeps before syncing) so that it does not stall the loop."""
+    if faults.action("storage.fsync") == "delay":
+        return int(faults.DELAY_S * 1000)
+    faults.fault_point("storage.fsync")
+    return 0

@@ -76,6 +76,11 @@ def configure(spec: str) -> None:
     _ACTIVE.update(parse(spec))
 
 
+def action(name: str) -> str | None:
+    """The action configured for ``name`` (None: none), for code that carries out a ``delay`` elsewhere."""
+    return _ACTIVE.get(name)
+
+
 def fault_point(name: str) -> None:
     """Trigger the fault configured for ``name``, if any.
 

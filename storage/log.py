@@ -66,6 +66,19 @@ from oncelog.storage.txn_marker import EndTxnMarker, read_end_txn_marker
 __all__ = ["AppendOrigin", "AppendResult", "PartitionLog", "parse_log_dir_name"]
 
 
+@dataclass(frozen=True, slots=True)
+class SyncPlan:
+    """Files to sync so that offsets below ``end`` become durable (see ``PartitionLog.sync_plan``)."""
+
+    end: int
+    #: fdatasync of the ``.log`` files only (else fsync of the segment files and their indexes).
+    data_only: bool
+    #: The log's truncation count when planned: a truncation meanwhile makes the plan stale.
+    truncations: int
+    #: Duplicated descriptors, owned by whoever syncs them.
+    fds: tuple[int, ...]
+
+
 @dataclass
 class AppendResult:
     """Offsets given to an append; for a retried idempotent batch (``duplicate``) the original ones."""
@@ -529,11 +542,7 @@ class PartitionLog:
         ``recovery_point`` (and ``durable_offset``). Safe to call from a worker thread while the owning thread
         appends and reads.
         """
-        end = self._sync(up_to, self.recovery_point, data_only=False)
-        if end is not None:
-            with self._lock:
-                self.recovery_point = max(self.recovery_point, min(end, self.log_end_offset))
-                self.durable_offset = max(self.durable_offset, self.recovery_point)
+        self._sync(up_to, data_only=False)
 
     def flush_data(self, up_to: int | None = None) -> None:
         """fdatasync the ``.log`` files holding data below ``up_to``, then advance ``durable_offset``.
@@ -542,19 +551,16 @@ class PartitionLog:
         by CRC and rebuilds the indexes, so the index files need not be synced on the acknowledgement path (``flush``
         syncs them, and only it advances the recovery point). Safe to call from a worker thread.
         """
-        end = self._sync(up_to, self.durable_offset, data_only=True)
-        if end is not None:
-            with self._lock:
-                self.durable_offset = max(self.durable_offset, min(end, self.log_end_offset))
+        self._sync(up_to, data_only=True)
 
-    def _sync(self, up_to: int | None, synced: int, *, data_only: bool) -> int | None:
-        """Sync the files of the segments holding offsets [synced, up_to); the end offset, or None if nothing to do
-        (or a truncation happened meanwhile)."""
+    def sync_plan(self, up_to: int | None = None, *, data_only: bool) -> SyncPlan | None:
+        """What ``flush_data`` (``data_only``) or ``flush`` would sync, for a caller that syncs the files itself:
+        duplicates of their descriptors, which the caller closes. None if nothing below ``up_to`` needs it."""
         with self._lock:
+            synced = self.durable_offset if data_only else self.recovery_point
             end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
             if end <= synced:
                 return None
-            generation = self._truncations
             fds: list[int] = []
             try:
                 for segment in self._segments:
@@ -569,18 +575,34 @@ class PartitionLog:
                 for fd in fds:
                     os.close(fd)
                 raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
+            return SyncPlan(end, data_only, self._truncations, tuple(fds))
+
+    def synced(self, plan: SyncPlan) -> None:
+        """Record that ``plan``'s files were synced: advance ``durable_offset`` (and, for a full flush,
+        ``recovery_point``) to its end, unless the log was truncated meanwhile."""
+        with self._lock:
+            if plan.truncations != self._truncations:
+                return
+            end = min(plan.end, self.log_end_offset)
+            if not plan.data_only:
+                self.recovery_point = max(self.recovery_point, end)
+            self.durable_offset = max(self.durable_offset, end)
+
+    def _sync(self, up_to: int | None, *, data_only: bool) -> None:
+        plan = self.sync_plan(up_to, data_only=data_only)
+        if plan is None:
+            return
         sync = os.fdatasync if data_only else os.fsync
         try:
             fault_point("storage.fsync")
-            for fd in fds:
+            for fd in plan.fds:
                 sync(fd)
         except OSError as exc:
             raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
         finally:
-            for fd in fds:
+            for fd in plan.fds:
                 os.close(fd)
-        with self._lock:
-            return end if generation == self._truncations else None
+        self.synced(plan)
 
     def close(self) -> None:
         """Flush, snapshot the producer state at the log end, close every file."""

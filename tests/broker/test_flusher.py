@@ -1,8 +1,10 @@
-"""LogFlusher in fsync-before-ack mode: per-log fsyncs on long-lived threads, unwaited appends deferred."""
+"""LogFlusher in fsync-before-ack mode: per-log fsyncs in the fsync helper process, unwaited appends deferred."""
 
 from __future__ import annotations
 
-import threading
+import dataclasses
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -10,10 +12,11 @@ import pytest
 import trio
 import trio.testing
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher
+from oncelog.broker.sync_process import SyncHelperDied
 from oncelog.protocol.records import SimpleRecord, encode_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import KafkaStorageError
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.log import PartitionLog, SyncPlan
 
 
 def _flusher(advanced: list[PartitionLog] | None = None) -> LogFlusher:
@@ -88,16 +91,18 @@ async def test_unwaited_append_rides_with_the_next_waiters_fsync(logs, mock_cloc
         nursery.cancel_scope.cancel()
 
 
+#: How long the helper holds the slow log's fsync (its ``delay_ms``, the mechanism of the ``delay`` fault action).
+SLOW_FSYNC_MS = 2000
+
+
 async def test_slow_fsync_of_one_log_does_not_hold_back_another(logs, monkeypatch) -> None:
     flusher = _flusher()
-    release = threading.Event()
-    slow_flush = logs[0].flush_data
+    submit = flusher._syncer.submit
 
-    def blocked_flush(up_to: int | None = None) -> None:
-        release.wait(10)
-        slow_flush(up_to)
+    def slow_for_first_log(item, fds, *, full: bool, delay_ms: int = 0) -> None:
+        submit(item, fds, full=full, delay_ms=SLOW_FSYNC_MS if item[0] is logs[0] else delay_ms)
 
-    monkeypatch.setattr(logs[0], "flush_data", blocked_flush)
+    monkeypatch.setattr(flusher._syncer, "submit", slow_for_first_log)
     async with trio.open_nursery() as nursery:
         await nursery.start(flusher.run)
         slow_end = _append(flusher, logs[0])
@@ -108,39 +113,85 @@ async def test_slow_fsync_of_one_log_does_not_hold_back_another(logs, monkeypatc
             await flusher.wait_durable(logs[0], slow_end)
             slow_done.set()
 
+        started = time.monotonic()
         nursery.start_soon(wait_slow)
         await trio.testing.wait_all_tasks_blocked()
         with trio.fail_after(5):
             await flusher.wait_durable(logs[1], fast_end)
+        assert time.monotonic() - started < SLOW_FSYNC_MS / 1000
         assert not slow_done.is_set() and logs[0].high_watermark == 0
-        release.set()
-        with trio.fail_after(5):
+        with trio.fail_after(10):
             await slow_done.wait()
-        assert logs[0].high_watermark == slow_end
+        assert logs[0].high_watermark == slow_end and logs[0].durable_offset == slow_end
         nursery.cancel_scope.cancel()
 
 
 async def test_fsync_error_reaches_that_logs_waiters_only_and_a_retry_succeeds(logs, monkeypatch) -> None:
+    """The helper's fdatasync fails (a pipe cannot be synced: EINVAL) for one log; the other log is unaffected, and
+    once the disk recovers a later fsync covers the same bytes."""
     flusher = _flusher()
+    pipe_read, pipe_write = os.pipe()
+    real_plan = logs[0].sync_plan
 
-    def failing_flush(up_to: int | None = None) -> None:
-        raise OSError(5, "injected EIO")
+    def unsyncable_plan(up_to: int | None = None, *, data_only: bool) -> SyncPlan | None:
+        plan = real_plan(up_to, data_only=data_only)
+        assert plan is not None
+        for fd in plan.fds:
+            os.close(fd)
+        return dataclasses.replace(plan, fds=(os.dup(pipe_read),))
 
-    monkeypatch.setattr(logs[0], "flush_data", failing_flush)
+    monkeypatch.setattr(logs[0], "sync_plan", unsyncable_plan)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(flusher.run)
+            bad_end = _append(flusher, logs[0])
+            good_end = _append(flusher, logs[1])
+            with trio.fail_after(5), pytest.raises(KafkaStorageError, match="Invalid argument"):
+                await flusher.wait_durable(logs[0], bad_end)
+            with trio.fail_after(5):
+                await flusher.wait_durable(logs[1], good_end)
+            assert logs[0].high_watermark == 0 and logs[0].durable_offset == 0
+            assert logs[1].high_watermark == good_end
+            monkeypatch.undo()  # the disk recovers: the bytes are still there and a later fsync covers them
+            with trio.fail_after(5):
+                await flusher.wait_durable(logs[0], bad_end)
+            assert logs[0].high_watermark == bad_end and logs[0].durable_offset == bad_end
+            nursery.cancel_scope.cancel()
+    finally:
+        os.close(pipe_read)
+        os.close(pipe_write)
+
+
+async def test_injected_fsync_error_fails_the_waiter_without_reaching_the_helper(logs, monkeypatch) -> None:
+    from oncelog.storage import faults
+
+    flusher = _flusher()
     async with trio.open_nursery() as nursery:
         await nursery.start(flusher.run)
-        bad_end = _append(flusher, logs[0])
-        good_end = _append(flusher, logs[1])
-        with trio.fail_after(5), pytest.raises(KafkaStorageError):
-            await flusher.wait_durable(logs[0], bad_end)
+        faults.configure("storage.fsync:eio")
+        try:
+            end = _append(flusher, logs[0])
+            with trio.fail_after(5), pytest.raises(KafkaStorageError, match="injected I/O error"):
+                await flusher.wait_durable(logs[0], end)
+        finally:
+            faults.configure("")
         with trio.fail_after(5):
-            await flusher.wait_durable(logs[1], good_end)
-        assert logs[0].high_watermark == 0 and logs[1].high_watermark == good_end
-        monkeypatch.undo()  # the disk recovers: the bytes are still there and a later fsync covers them
-        with trio.fail_after(5):
-            await flusher.wait_durable(logs[0], bad_end)
-        assert logs[0].high_watermark == bad_end
+            await flusher.wait_durable(logs[0], end)  # one-shot: the retry syncs
+        assert logs[0].durable_offset == end
         nursery.cancel_scope.cancel()
+
+
+async def test_flusher_stops_the_broker_when_the_helper_dies(logs) -> None:
+    flusher = _flusher()
+    with pytest.raises(BaseExceptionGroup) as raised:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(flusher.run)
+            pid = flusher._syncer.pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            with trio.fail_after(5):
+                await trio.sleep_forever()
+    assert raised.group_contains(SyncHelperDied, depth=None)
 
 
 async def test_concurrent_waiters_on_one_log_share_fsyncs(logs) -> None:

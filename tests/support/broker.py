@@ -10,6 +10,7 @@ data dir and port. Stderr goes to ``<data_dir>/../broker-<port>.stderr.log`` (ap
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -45,6 +46,15 @@ def process_cpu_seconds(pid: int) -> float:
     # After the ")" that ends comm: fields[0] is state (field 3); utime/stime are fields 14/15.
     ticks = int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The running children of process ``pid`` (of any of its threads), from /proc/<pid>/task/*/children."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # the thread ended meanwhile
+            children.extend(int(child) for child in (task / "children").read_text().split())
+    return children
 
 
 class BrokerProcess:
@@ -171,8 +181,8 @@ class BrokerProcess:
         return self.start()
 
     def cpu_seconds(self) -> float:
-        """utime + stime of the broker process so far, from /proc/<pid>/stat."""
-        return process_cpu_seconds(self.pid)
+        """utime + stime so far of the broker process and its running children (the fsync helper), from /proc."""
+        return sum(process_cpu_seconds(pid) for pid in (self.pid, *child_pids(self.pid)))
 
     def close(self) -> None:
         """Stop if running (killing if SIGTERM fails) and delete a data dir this object created."""
