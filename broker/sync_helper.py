@@ -12,7 +12,8 @@ Protocol, on the ``SOCK_SEQPACKET`` socket whose descriptor is the first argumen
   closes the descriptors.
 - reply: ``REPLY`` (job id, errno; 0 is success), in the order jobs finish.
 
-The helper exits when the broker's end of the socket closes, however the broker ended. Run as a script
+The helper exits when the broker's end of the socket closes, however the broker ended; it ignores SIGINT and
+SIGTERM, which a terminal or a service manager sends to the whole process group. Run as a script
 (``python -I -S sync_helper.py FD THREADS``); it imports only the standard library, so it starts in milliseconds.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import socket
 import struct
 import sys
@@ -72,4 +74,8 @@ def serve(sock: socket.socket, threads: int) -> None:
 
 
 if __name__ == "__main__":
+    # A terminal's Ctrl-C or a service manager's SIGTERM to the whole group must not end the helper before its
+    # broker: the broker shuts down cleanly only while its fsyncs still work, and its exit closes the socket.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     serve(socket.socket(fileno=int(sys.argv[1])), int(sys.argv[2]))

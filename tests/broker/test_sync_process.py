@@ -118,6 +118,27 @@ async def test_the_helper_exits_when_run_ends() -> None:
         syncer.submit("late", [], full=False)
 
 
+async def test_the_helper_outlives_signals_sent_to_its_whole_process_group() -> None:
+    """SIGINT (Ctrl-C) and SIGTERM (a service manager stopping the group) reach the helper too; it keeps syncing so
+    that the broker can shut down cleanly, and leaves when the broker closes the socket."""
+    collector = _Collector()
+    syncer: SyncProcess[object] = SyncProcess(2, collector)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(syncer.run)
+        pid = syncer.pid
+        assert pid is not None
+        syncer.submit("started", [], full=False)
+        await collector.until(1)  # the helper is past its start-up, signal handlers included
+        os.kill(pid, signal.SIGINT)
+        os.kill(pid, signal.SIGTERM)
+        await trio.sleep(0.2)
+        syncer.submit("after the signals", [], full=False)
+        await collector.until(2)
+        assert not _gone(pid)
+        nursery.cancel_scope.cancel()
+    assert _gone(pid)
+
+
 def test_the_helper_exits_when_its_broker_is_killed(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
