@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from confluent_kafka.admin import AdminClient
 from support.broker import BrokerProcess
 from support.confluent_io import consume_all, produce_all
@@ -62,3 +64,45 @@ def test_torn_tail_after_sigkill_is_truncated_not_fatal(own_broker: BrokerProces
     more = produce_all(own_broker.bootstrap, topic, make_records(10, seed=22))
     assert min(d.offset for d in more) == len(records)
     own_broker.stop()
+
+
+def test_sigterm_to_the_whole_process_group_is_a_clean_shutdown(own_broker: BrokerProcess) -> None:
+    """A service manager stopping the broker signals every process of its group, the fsync helper too. With a
+    producer still sending acks=all batches (so fsyncs are being waited for), the broker shuts down cleanly: exit 0
+    and the clean-shutdown marker. The helper leaves with it."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from confluent_kafka import Producer
+    from conftest import unique_topic
+    from oncelog.storage.log_manager import CLEAN_SHUTDOWN_MARKER
+    from support.broker import child_pids
+
+    topic = unique_topic("group-term")
+    create_topic_confluent(own_broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": own_broker.bootstrap, "acks": "all", "linger.ms": 0, "log_level": 0})
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        while not stop.is_set():
+            producer.produce(topic, b"x" * 100)
+            producer.poll(0.001)
+
+    sender = threading.Thread(target=keep_producing)
+    sender.start()
+    try:
+        time.sleep(0.5)
+        assert own_broker.proc is not None
+        [helper] = child_pids(own_broker.proc.pid)
+        # A group signal in its worst order: the helper gets it first, the broker a moment later.
+        os.kill(helper, signal.SIGTERM)
+        time.sleep(0.2)
+        os.kill(own_broker.proc.pid, signal.SIGTERM)
+        assert own_broker.wait_exit(30) == 0, own_broker.stderr_tail()
+    finally:
+        stop.set()
+        sender.join()
+    assert (own_broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    assert not Path(f"/proc/{helper}").exists()  # the broker waited for it before exiting
