@@ -162,7 +162,7 @@ async def test_fsync_error_reaches_that_logs_waiters_only_and_a_retry_succeeds(l
         os.close(pipe_write)
 
 
-async def test_injected_fsync_error_fails_the_waiter_without_reaching_the_helper(logs, monkeypatch) -> None:
+async def test_injected_fsync_error_fails_the_waiter_without_reaching_the_helper(logs) -> None:
     from oncelog.storage import faults
 
     flusher = _flusher()
