@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine import percentile
 from tests.support.broker import process_cpu_seconds
+from tests.support.wire import recv_exact
 
 _SIZE = struct.Struct(">i")
 #: Bytes of each echoed request (a small Kafka request, e.g. EndTxn, is 50-100 bytes).
@@ -68,22 +69,12 @@ def _serve() -> None:
     trio.run(main)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise RuntimeError("echo server closed the connection")
-        data += chunk
-    return data
-
-
 def _echo_serial(sock: socket.socket, frame: bytes, requests: int) -> list[float]:
     times = []
     for _ in range(requests):
         start = time.perf_counter()
         sock.sendall(frame)
-        if _recv_exact(sock, len(frame)) != frame:
+        if recv_exact(sock, len(frame)) != frame:
             raise RuntimeError("echo server answered other bytes")
         times.append(time.perf_counter() - start)
     return times

@@ -141,6 +141,17 @@ class PartitionProduceResult:
     log_append_time_ms: int
 
 
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from a blocking socket; ConnectionError if the peer closes first."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"peer closed the connection after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
 class WireClient:
     """A blocking connection speaking request header v1 / response header v0."""
 
@@ -165,16 +176,10 @@ class WireClient:
         self.close()
 
     def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            try:
-                chunk = self.sock.recv(n - len(buf))
-            except TimeoutError:
-                raise TimeoutError("no response from broker in time") from None
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return bytes(buf)
+        try:
+            return recv_exact(self.sock, n)
+        except TimeoutError:
+            raise TimeoutError("no response from broker in time") from None
 
     def request(self, api_key: int, api_version: int, body: bytes) -> bytes:
         """Send one request and return the response body (after the correlation id)."""
