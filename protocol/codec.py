@@ -7,6 +7,7 @@ Every decoding failure is a DecodeError; every encoding failure an EncodeError.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +32,7 @@ for _key, (_req, _resp) in SCHEMAS.items():
     DECLARED_VERSIONS[_key] = (_valid[0], _valid[-1])
 
 
+@functools.cache  # only valid (api, version) pairs are cached: a failed lookup raises
 def _schema(api_key: int, version: int, index: int, error: type[ProtocolError]) -> Message:
     try:
         message = SCHEMAS[ApiKey(api_key)][index]

@@ -8,6 +8,7 @@ header v0 so a client can read them before it knows the broker's versions (KIP-5
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,11 +33,13 @@ class RequestHeader:
     header_size: int
 
 
+@functools.cache
 def request_header_version(api_key: int, api_version: int) -> int:
     """2 when the request version is flexible, else 1."""
     return 2 if SCHEMAS[ApiKey(api_key)][0].is_flexible(api_version) else 1
 
 
+@functools.cache
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 when the response version is flexible, else 0; always 0 for ApiVersions."""
     if api_key == ApiKey.API_VERSIONS:
@@ -44,11 +47,39 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if SCHEMAS[ApiKey(api_key)][1].is_flexible(api_version) else 0
 
 
+_API_KEYS: dict[int, ApiKey] = {int(key): key for key in ApiKey}
+_CLIENT_ID_LENGTH = struct.Struct(">h")
+
+
 def _as_key(api_key: int) -> int:
+    return _API_KEYS.get(api_key, api_key)
+
+
+def _read_client_id(frame: bytes | bytearray | memoryview, start: int) -> tuple[str | None, int]:
+    """The nullable client id (int16 length) at ``start`` and the offset after it; DecodeError if malformed."""
+    if len(frame) < start + _CLIENT_ID_LENGTH.size:
+        raise DecodeError("request header truncated in client_id")
+    (length,) = _CLIENT_ID_LENGTH.unpack_from(frame, start)
+    start += _CLIENT_ID_LENGTH.size
+    if length == -1:
+        return None, start
+    end = start + length
+    if length < 0 or end > len(frame):
+        raise DecodeError(f"invalid client_id length {length}")
     try:
-        return ApiKey(api_key)
-    except ValueError:
-        return api_key
+        return str(frame[start:end], "utf-8"), end
+    except UnicodeDecodeError as e:
+        raise DecodeError(f"client_id is not UTF-8: {e}") from None
+
+
+def _skip_tagged_at(frame: bytes | bytearray | memoryview, start: int) -> int:
+    """The offset after the tagged-field section at ``start`` (one zero byte when empty, as clients send it)."""
+    if start < len(frame) and frame[start] == 0:
+        return start + 1
+    stream = p.Reader(frame)
+    stream.seek(start)
+    p.skip_tagged(stream)
+    return stream.tell()
 
 
 def decode_request_header(frame: bytes | bytearray | memoryview,
@@ -62,26 +93,23 @@ def decode_request_header(frame: bytes | bytearray | memoryview,
     if len(frame) < _FIXED.size:
         raise DecodeError("request header truncated")
     api_key, api_version, correlation_id = _FIXED.unpack_from(frame, 0)
-    stream = p.Reader(frame)
-    stream.seek(_FIXED.size)
     key = _as_key(api_key)
     span = versions.get(key) if isinstance(key, ApiKey) else None
     if span is None or not span[0] <= api_version <= span[1]:
         try:
-            client_id = p.read_string(stream, False, True)
-            size = stream.tell()
-        except ProtocolError:
+            client_id, size = _read_client_id(frame, _FIXED.size)
+        except DecodeError:
             client_id, size = None, _FIXED.size
         raise UnsupportedVersionError(RequestHeader(key, api_version, correlation_id, client_id, size))
-    try:
-        client_id = p.read_string(stream, False, True)
-        if request_header_version(key, api_version) >= 2:
-            p.skip_tagged(stream)
-    except ProtocolError:
-        raise
-    except Exception as e:
-        raise DecodeError(f"bad request header: {e}") from None
-    return RequestHeader(key, api_version, correlation_id, client_id, stream.tell())
+    client_id, size = _read_client_id(frame, _FIXED.size)
+    if request_header_version(key, api_version) >= 2:
+        try:
+            size = _skip_tagged_at(frame, size)
+        except ProtocolError:
+            raise
+        except Exception as e:
+            raise DecodeError(f"bad request header: {e}") from None
+    return RequestHeader(key, api_version, correlation_id, client_id, size)
 
 
 def encode_request_header(api_key: int, api_version: int, correlation_id: int,

@@ -17,6 +17,7 @@ keeps it in memory only and resets it to -1 (NO_PRODUCER_EPOCH) when it reloads 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -100,6 +101,7 @@ class TxnLogValue:
     client_transaction_version: int = 0
 
 
+@functools.lru_cache(maxsize=4096)  # every state change of an id writes the same key
 def encode_txn_log_key(transactional_id: str) -> bytes:
     """The record key: int16 version 0 + ``transactional_id``. Raises EncodeError if it cannot be encoded."""
     return build(_KEY, KEY_VERSION, {"transactional_id": transactional_id})
