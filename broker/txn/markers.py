@@ -48,20 +48,27 @@ class MarkerWriter(Protocol):
         ...
 
 
-def append_markers(
-    replicas: ReplicaManager, marker: TxnMarker, partitions: Iterable[tuple[str, int]]
-) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
-    """Append the control batch to each partition (not yet durable): partition -> (error, end offset).
-
-    Every successful append is reported to the listeners registered for ``replicas``, in order.
-    """
-    batch = encode_control_batch(
+def marker_batch(marker: TxnMarker) -> bytes:
+    """The control batch that carries ``marker`` (the same bytes serve every partition: the log assigns offsets)."""
+    return encode_control_batch(
         ControlType.COMMIT if marker.commit else ControlType.ABORT,
         producer_id=marker.producer_id,
         producer_epoch=marker.producer_epoch,
         coordinator_epoch=marker.coordinator_epoch,
         timestamp_ms=now_ms(),
     )
+
+
+def append_markers(
+    replicas: ReplicaManager, marker: TxnMarker, partitions: Iterable[tuple[str, int]], batch: bytes | None = None
+) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
+    """Append the control batch (``batch``, else ``marker_batch(marker)``) to each partition, not yet durable:
+    partition -> (error, end offset).
+
+    Every successful append is reported to the listeners registered for ``replicas``, in order.
+    """
+    if batch is None:
+        batch = marker_batch(marker)
     outcomes: dict[tuple[str, int], tuple[ErrorCode, int]] = {}
     for topic, partition in partitions:
         outcome = replicas.append(topic, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
@@ -95,7 +102,9 @@ class LocalMarkerWriter:
         first, *rest = sorted(marker.partitions) or [None]
         if first is None:
             return {}
-        appended = append_markers(self._replicas, marker, [first])
+        batch = marker_batch(marker)
+        appended = append_markers(self._replicas, marker, [first], batch)
         fault_point("txn.after_first_marker")
-        appended |= append_markers(self._replicas, marker, rest)
+        if rest:
+            appended |= append_markers(self._replicas, marker, rest, batch)
         return await wait_markers_durable(self._replicas, appended)
