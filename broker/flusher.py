@@ -76,6 +76,8 @@ class LogFlusher:
         self._states: dict[PartitionLog, _LogState] = {}
         #: Logs to sync at the next due time (page cache: over a threshold; fsync mode: unwaited appends).
         self._dirty: set[PartitionLog] = set()
+        #: fsync mode: logs to sync as soon as the flusher runs (``request_sync``).
+        self._requested: set[PartitionLog] = set()
         #: fsync mode: when the unwaited appends in ``_dirty`` are synced (None: not armed).
         self._unwaited_deadline: float | None = None
         self._next_check = -math.inf  # page-cache mode: next look for overdue logs
@@ -114,10 +116,29 @@ class LogFlusher:
     def forget(self, partition_log: PartitionLog) -> None:
         """Drop a deleted log; its waiters fail with a storage error."""
         self._dirty.discard(partition_log)
+        self._requested.discard(partition_log)
         state = self._states.pop(partition_log, None)
         for waiter in state.waiters if state else ():
             waiter.error = KafkaStorageError("partition deleted before its data was flushed")
             waiter.done.set()
+
+    def request_sync(self, partition_log: PartitionLog, end_offset: int) -> None:
+        """Have every offset below ``end_offset`` fsynced soon, without waiting.
+
+        The fsync starts when the calling task next yields, so the requests a connection reads back to back share
+        one, or after the fsync under way. Produce calls this for the partitions it answers later: their fsyncs then
+        overlap with those of the requests queued ahead of it, instead of starting when its answer reaches the
+        front of the connection's queue."""
+        if not self.fsync_before_ack or partition_log.durable_offset >= end_offset:
+            return
+        self._requested.add(partition_log)
+        self._wakeup.set()
+
+    def _request(self, partition_log: PartitionLog, state: _LogState, end_offset: int) -> None:
+        if state.in_flight_end is None:
+            self._start(partition_log, state)
+        elif state.in_flight_end < end_offset:
+            state.resync = True  # not covered by the fsync under way: the next one will be
 
     async def wait_durable(self, partition_log: PartitionLog, end_offset: int) -> None:
         """Return once every offset below ``end_offset`` is fsynced; raises KafkaStorageError if the fsync failed."""
@@ -126,10 +147,7 @@ class LogFlusher:
         waiter = _Waiter(end_offset)
         state = self._state(partition_log)
         state.waiters.append(waiter)
-        if state.in_flight_end is None:
-            self._start(partition_log, state)
-        elif state.in_flight_end < end_offset:
-            state.resync = True  # not covered by the fsync under way: the next one will be
+        self._request(partition_log, state, end_offset)
         await waiter.done.wait()
         if waiter.error is not None:
             raise KafkaStorageError(str(waiter.error)) from waiter.error
@@ -176,9 +194,15 @@ class LogFlusher:
         return math.inf if self._unwaited_deadline is None else self._unwaited_deadline
 
     def _start_due(self) -> None:
-        """Start fsyncs of the dirty logs that are due (or mark them for one after the fsync under way)."""
+        """Start fsyncs of the requested logs and of the dirty logs that are due (or mark them for one after the
+        fsync under way)."""
         now = trio.current_time()
         if self.fsync_before_ack:
+            requested, self._requested = self._requested, set()
+            for partition_log in requested:
+                state = self._states.get(partition_log)
+                if state is not None and partition_log.durable_offset < partition_log.log_end_offset:
+                    self._request(partition_log, state, partition_log.log_end_offset)
             if self._unwaited_deadline is None or now < self._unwaited_deadline:
                 return
             self._unwaited_deadline = None

@@ -106,6 +106,12 @@ class ReplicaManager:
             self.flusher.appended(partition_log, result.last_offset - result.first_offset + 1)
         return PartitionAppend(ErrorCode.NONE, result)
 
+    def request_durable(self, topic: str, partition: int, end_offset: int) -> None:
+        """Start making the partition's data below ``end_offset`` durable without waiting (see ``wait_durable``)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is not None:
+            self.flusher.request_sync(partition_log, end_offset)
+
     async def wait_durable(self, topic: str, partition: int, end_offset: int) -> ErrorCode:
         """Wait until the partition's data below ``end_offset`` is fsynced (immediate in page-cache mode)."""
         partition_log = self.logs.get(topic, partition)

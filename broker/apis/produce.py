@@ -115,6 +115,11 @@ async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None
         fault_point("produce.after_append")
     if not pending or not broker.flusher.fsync_before_ack:
         return _response(outcomes)
+    # Start every partition's fsync now: the answer waits in the connection's queue behind earlier ones, and the
+    # fsyncs of pipelined requests to different partitions should overlap rather than start as it reaches the front.
+    for name, index, outcome in pending:
+        assert outcome.result is not None
+        broker.replicas.request_durable(name, index, outcome.result.last_offset + 1)
 
     async def complete() -> dict:
         for name, index, outcome in pending:

@@ -83,7 +83,10 @@ def append_markers(
 async def wait_markers_durable(
     replicas: ReplicaManager, appended: dict[tuple[str, int], tuple[ErrorCode, int]]
 ) -> dict[tuple[str, int], ErrorCode]:
-    """Wait until every successfully appended marker is fsynced (one group-committed fsync covers them all)."""
+    """Wait until every successfully appended marker is fsynced (the partitions' fsyncs run in parallel)."""
+    for (topic, partition), (error, end) in appended.items():
+        if error == ErrorCode.NONE:
+            replicas.request_durable(topic, partition, end)
     errors: dict[tuple[str, int], ErrorCode] = {}
     for (topic, partition), (error, end) in appended.items():
         if error == ErrorCode.NONE:

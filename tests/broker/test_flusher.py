@@ -126,6 +126,39 @@ async def test_slow_fsync_of_one_log_does_not_hold_back_another(logs, monkeypatc
         nursery.cancel_scope.cancel()
 
 
+#: How long the helper holds each fsync where a test looks at what started before any finished.
+HELD_FSYNC_MS = 500
+
+
+async def test_requested_syncs_start_together_once_the_caller_yields(logs, monkeypatch) -> None:
+    """``request_sync`` starts nothing while the caller runs (the appends it makes next share the fsync), then one
+    fsync per log at once, in parallel, without anyone waiting."""
+    flusher = _flusher()
+    submit = flusher._syncer.submit
+    submitted: list[tuple[PartitionLog, int]] = []
+
+    def held(item, fds, *, full: bool, delay_ms: int = 0) -> None:
+        submitted.append((item[0], item[1]))
+        submit(item, fds, full=full, delay_ms=HELD_FSYNC_MS)
+
+    monkeypatch.setattr(flusher._syncer, "submit", held)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        first = _append(flusher, logs[0])
+        flusher.request_sync(logs[0], first)
+        second = _append(flusher, logs[0])
+        flusher.request_sync(logs[1], _append(flusher, logs[1]))
+        assert submitted == []
+        await trio.testing.wait_all_tasks_blocked()
+        # Both started, the first covering the append made after its request; neither has finished.
+        assert sorted(submitted, key=lambda s: logs.index(s[0])) == [(logs[0], second), (logs[1], 1)]
+        assert logs[0].durable_offset == logs[1].durable_offset == 0
+        with trio.fail_after(10):
+            await _until(lambda: logs[0].high_watermark == second and logs[1].high_watermark == 1)
+        assert flusher.fsyncs == 2
+        nursery.cancel_scope.cancel()
+
+
 async def test_fsync_error_reaches_that_logs_waiters_only_and_a_retry_succeeds(logs, monkeypatch) -> None:
     """The helper's fdatasync fails (a pipe cannot be synced: EINVAL) for one log; the other log is unaffected, and
     once the disk recovers a later fsync covers the same bytes."""
