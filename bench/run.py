@@ -106,6 +106,7 @@ def bench_machine(r: Run) -> None:
         Line("machine", "seq write + fdatasync every 1 MiB", disk.fdatasync_each_mb_s, ",.0f"),
         Line("machine", "4 KiB append + fdatasync p50 ms", disk.fdatasync_p50_ms, ".3f"),
         Line("machine", "4 KiB append + fdatasync p99 ms", disk.fdatasync_p99_ms, ".3f"),
+        Line("machine", "4 KiB append + fdatasync: kernel CPU us", disk.fdatasync_cpu_us, ".0f"),
         Line("machine", "loopback TCP MB/s (one socket, 1 MiB sends)", r.loopback_mb_s, ",.0f"),
         Line(
             "machine",
@@ -234,6 +235,8 @@ def bench_p3(r: Run) -> None:
 SERIAL_FSYNCS_PER_COMMIT = 4
 #: Client requests per one-record commit: AddPartitionsToTxn, Produce, EndTxn.
 REQUESTS_PER_COMMIT = 3
+#: P4's commit-rate goal: the CPU budget line asks what a commit may cost for it.
+P4_COMMITS_PER_S_GOAL = 3000
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,7 @@ class P4Result:
     commits: int  # in the parallel phase
     seconds: float
     broker_cpu_s: float | None  # over the parallel phase (None for the mock, which runs in-process)
+    client_cpu_s: float  # the producer processes' CPU over the parallel phase (all their threads)
 
     @property
     def commits_per_s(self) -> float:
@@ -256,6 +260,7 @@ class P4Result:
             "max_ms": max(lat),
             "commits_per_s": self.commits_per_s,
             "broker_cpu_ms_per_commit": cpu_ms,
+            "client_cpu_ms_per_commit": self.client_cpu_s / self.commits * 1000,
         }
 
 
@@ -263,23 +268,36 @@ def _p4(bootstrap: str, sizes: Sizes, broker: BrokerProcess | None = None) -> P4
     lat = txn_bench.commit_latencies(bootstrap, sizes.p4_commits)
     cpu: list[float] = []
     on_go = None if broker is None else (lambda: cpu.append(broker.cpu_seconds()))
-    par, secs = txn_bench.parallel_commits(bootstrap, sizes.p4_procs, sizes.p4_seconds, on_go=on_go)
+    par, secs, client_cpu_s = txn_bench.parallel_commits(bootstrap, sizes.p4_procs, sizes.p4_seconds, on_go=on_go)
     cpu_s = broker.cpu_seconds() - cpu[0] if broker is not None else None
-    return P4Result([v * 1000 for v in lat], par, secs, cpu_s)
+    return P4Result([v * 1000 for v in lat], par, secs, cpu_s, client_cpu_s)
 
 
 def p4_floors(r: Run, mock: P4Result) -> dict[str, float]:
-    """What the durability order and the runtime cost before any of oncelog's own work (empty without the machine
-    figures): the commit p50 floor (the mock's p50 plus the serial fsyncs, each with its hand-off to the fsync helper)
-    and the runtime's CPU per commit under load (echo requests plus fsync hand-offs)."""
+    """What the durability order, the clients and the runtime cost before any of oncelog's own work (empty without
+    the machine figures):
+
+    - the commit p50 floor: the mock's p50 plus the serial fsyncs, each with its hand-off to the fsync helper;
+    - the runtime's CPU per commit under load: echo requests plus fsync hand-offs;
+    - the CPU budget of a commit at the goal rate: this machine's cores over P4_COMMITS_PER_S_GOAL, less what the
+      8 clients use per commit (measured against the mock, where they use least) and the kernel's work for the
+      serial fdatasyncs. What is left is all a broker may spend per commit, its runtime included.
+    """
     if r.disk is None or r.runtime is None:
         return {}
     rt = r.runtime
     per_fsync_ms = r.disk.fdatasync_p50_ms + rt.handoff_p50_us / 1000
+    cores = len(os.sched_getaffinity(0))
+    clients_us = mock.client_cpu_s / mock.commits * 1e6
+    fdatasyncs_us = SERIAL_FSYNCS_PER_COMMIT * r.disk.fdatasync_cpu_us
     return {
         "commit_p50_floor_ms": machine.percentile(mock.latencies_ms, 50) + SERIAL_FSYNCS_PER_COMMIT * per_fsync_ms,
         "runtime_cpu_us_per_commit": REQUESTS_PER_COMMIT * rt.echo_server_cpu_concurrent_us
         + SERIAL_FSYNCS_PER_COMMIT * rt.handoff_cpu_concurrent_us,
+        "cores": cores,
+        "client_cpu_us_per_commit_mock": clients_us,
+        "fdatasync_cpu_us_per_commit": fdatasyncs_us,
+        "broker_cpu_budget_us_per_commit": cores * 1e6 / P4_COMMITS_PER_S_GOAL - clients_us - fdatasyncs_us,
     }
 
 
@@ -341,6 +359,21 @@ def bench_p4(r: Run) -> None:
             "P4_pagecache_commit_p50_ms",
         ),
     )
+    if floors:
+        r.add(
+            Line(
+                "P4",
+                f"broker CPU us per commit left at {P4_COMMITS_PER_S_GOAL:,}/s",
+                floors["broker_cpu_budget_us_per_commit"],
+                ",.0f",
+                f"= {floors['cores']} cores / {P4_COMMITS_PER_S_GOAL:,} - clients "
+                f"{floors['client_cpu_us_per_commit_mock']:.0f} (mock run; "
+                f"{ours['client_cpu_ms_per_commit'] * 1000:.0f} against oncelog) - kernel for "
+                f"{SERIAL_FSYNCS_PER_COMMIT} fdatasyncs {floors['fdatasync_cpu_us_per_commit']:.0f}; "
+                f"trio runtime alone {floors['runtime_cpu_us_per_commit']:.0f}",
+                "P4_broker_cpu_budget_us_per_commit",
+            )
+        )
 
 
 def bench_p5(r: Run) -> None:

@@ -179,18 +179,20 @@ def _parallel_worker(bootstrap: str, partition: int, seconds: float, ready: obje
     ready.release()  # type: ignore[attr-defined]
     go.wait()  # type: ignore[attr-defined]
     start = time.perf_counter()
+    cpu_start = time.process_time()  # every thread of the process: librdkafka's too
     count = 0
     while time.perf_counter() - start < seconds:
         one_record_txn(producer, partition, payload)
         count += 1
-    out.put((count, time.perf_counter() - start))  # type: ignore[attr-defined]
+    out.put((count, time.perf_counter() - start, time.process_time() - cpu_start))  # type: ignore[attr-defined]
 
 
 def parallel_commits(
     bootstrap: str, procs: int, seconds: float, *, on_go: Callable[[], object] | None = None
-) -> tuple[int, float]:
-    """Total commits and the longest worker's duration for ``procs`` processes in parallel; ``on_go`` is called once
-    every worker is ready, just before they start committing."""
+) -> tuple[int, float, float]:
+    """Total commits, the longest worker's duration and the workers' CPU seconds (all their threads, while
+    committing) for ``procs`` processes in parallel; ``on_go`` is called once every worker is ready, just before
+    they start committing."""
     ctx = mp.get_context("spawn")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     workers = [ctx.Process(target=_parallel_worker, args=(bootstrap, p, seconds, ready, go, out)) for p in range(procs)]
@@ -205,7 +207,7 @@ def parallel_commits(
     results = [out.get(timeout=seconds + 120) for _ in workers]
     for w in workers:
         w.join(30)
-    return sum(c for c, _ in results), max(s for _, s in results)
+    return sum(c for c, _, _ in results), max(s for _, s, _ in results), sum(cpu for _, _, cpu in results)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -228,7 +230,7 @@ def measure(bootstrap: str, args: argparse.Namespace, peer: str) -> Results:
     txn_s = statistics.median(t for t, _ in txn_runs)
     txn_commits = txn_runs[0][1]
     lat = commit_latencies(bootstrap, args.commits)
-    par_commits, par_s = parallel_commits(bootstrap, args.procs, args.seconds)
+    par_commits, par_s, _ = parallel_commits(bootstrap, args.procs, args.seconds)
     idem_rate, txn_rate = args.records / idem_s, args.records / txn_s
     return Results(
         peer=peer,

@@ -33,13 +33,19 @@ def test_handoff_returns_every_job() -> None:
     assert cpu_us >= 0 and cpu_concurrent_us >= 0
 
 
-def test_p4_floor_is_the_mock_p50_plus_the_serial_fsyncs_and_their_hand_offs() -> None:
+def test_p4_floors_the_mock_p50_plus_serial_fsyncs_and_the_cpu_left_at_the_goal_rate(monkeypatch) -> None:
     r = run.Run(run.QUICK)
-    mock = run.P4Result(latencies_ms=[1.0, 1.2, 1.4], commits=100, seconds=1.0, broker_cpu_s=None)
+    mock = run.P4Result(latencies_ms=[1.0, 1.2, 1.4], commits=100, seconds=1.0, broker_cpu_s=None, client_cpu_s=0.03)
     assert run.p4_floors(r, mock) == {}  # no machine figures, no floor
-    r.disk = machine.DiskFigures(1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.15, fdatasync_p99_ms=0.3)
+    r.disk = machine.DiskFigures(1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.15, fdatasync_p99_ms=0.3,
+                                 fdatasync_cpu_us=50.0)
     r.runtime = runtime.RuntimeFigures(60.0, 50.0, 16.0, handoff_p50_us=100.0, handoff_cpu_us=70.0,
                                        handoff_cpu_concurrent_us=15.0)
+    monkeypatch.setattr(run.os, "sched_getaffinity", lambda _pid: {0, 1})
     floors = run.p4_floors(r, mock)
     assert floors["commit_p50_floor_ms"] == pytest.approx(1.2 + 4 * (0.15 + 0.1))
     assert floors["runtime_cpu_us_per_commit"] == pytest.approx(3 * 16.0 + 4 * 15.0)
+    # 2 cores at 3,000 commits/s: 667 us per commit, less the clients' 300 us and the kernel's 4 x 50 us.
+    assert floors["client_cpu_us_per_commit_mock"] == pytest.approx(300.0)
+    assert floors["fdatasync_cpu_us_per_commit"] == pytest.approx(200.0)
+    assert floors["broker_cpu_budget_us_per_commit"] == pytest.approx(2e6 / 3000 - 300.0 - 200.0)
