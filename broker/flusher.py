@@ -9,7 +9,8 @@ Two modes, chosen by Kafka's flush properties (see broker.config):
   appends that arrive meanwhile are covered by the next one, so concurrent producers share fsyncs (group commit),
   while different logs never wait for each other's fsyncs. Consumers only ever see durable data. Appends nobody waits
   for (acks=0, a transaction's Complete* record) start no fsync: the next waiter's fsync of that log covers them, or
-  they are synced after ``UNWAITED_FLUSH_DELAY_S``.
+  they are synced after ``UNWAITED_FLUSH_DELAY_S``. A request that answers later (Produce) or waits for several logs
+  asks for their fsyncs first (``request_sync``); they start when the event loop next switches tasks, in parallel.
 * **page cache** (larger ``log.flush.interval.messages`` or a ``log.flush.interval.ms``): the high watermark advances
   at append; the flusher fsyncs a log once it holds that many unflushed messages or that much time has passed.
 """
