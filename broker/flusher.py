@@ -37,7 +37,9 @@ SYNC_THREADS = 8
 UNWAITED_FLUSH_DELAY_S = 0.005
 
 
-class _Waiter:
+class SyncWaiter:
+    """One request's wait for a log's data below ``offset`` to be fsynced (see ``LogFlusher.request_sync``)."""
+
     __slots__ = ("done", "error", "offset")
 
     def __init__(self, offset: int) -> None:
@@ -50,7 +52,7 @@ class _Waiter:
 class _LogState:
     unflushed_messages: int = 0
     last_flush_ms: float = 0.0
-    waiters: list[_Waiter] = field(default_factory=list)
+    waiters: list[SyncWaiter] = field(default_factory=list)
     #: End offset of the fsync under way (None: none).
     in_flight_end: int | None = None
     #: Start another fsync as soon as the one under way completes.
@@ -123,35 +125,49 @@ class LogFlusher:
             waiter.error = KafkaStorageError("partition deleted before its data was flushed")
             waiter.done.set()
 
-    def request_sync(self, partition_log: PartitionLog, end_offset: int) -> None:
-        """Have every offset below ``end_offset`` fsynced soon, without waiting.
+    def request_sync(self, partition_log: PartitionLog, end_offset: int) -> SyncWaiter | None:
+        """Ask for every offset below ``end_offset`` to be fsynced, without waiting: ``wait_for`` the returned
+        waiter later (None: nothing to wait for). The waiter is registered now, so any fsync failure from now on
+        reaches it.
 
         The fsync starts when the calling task next yields, so the requests a connection reads back to back share
         one, or after the fsync under way. Produce calls this for the partitions it answers later: their fsyncs then
         overlap with those of the requests queued ahead of it, instead of starting when its answer reaches the
         front of the connection's queue."""
         if not self.fsync_before_ack or partition_log.durable_offset >= end_offset:
-            return
+            return None
+        waiter = self._add_waiter(partition_log, end_offset)
         self._requested.add(partition_log)
         self._wakeup.set()
+        return waiter
+
+    @staticmethod
+    async def wait_for(waiter: SyncWaiter | None) -> None:
+        """Return once ``waiter``'s offsets are fsynced; raises KafkaStorageError if an fsync failed meanwhile."""
+        if waiter is None:
+            return
+        await waiter.done.wait()
+        if waiter.error is not None:
+            raise KafkaStorageError(str(waiter.error)) from waiter.error
+
+    async def wait_durable(self, partition_log: PartitionLog, end_offset: int) -> None:
+        """Return once every offset below ``end_offset`` is fsynced; raises KafkaStorageError if the fsync failed."""
+        if not self.fsync_before_ack or partition_log.durable_offset >= end_offset:
+            return
+        waiter = self._add_waiter(partition_log, end_offset)
+        self._request(partition_log, self._state(partition_log), end_offset)
+        await self.wait_for(waiter)
+
+    def _add_waiter(self, partition_log: PartitionLog, end_offset: int) -> SyncWaiter:
+        waiter = SyncWaiter(end_offset)
+        self._state(partition_log).waiters.append(waiter)
+        return waiter
 
     def _request(self, partition_log: PartitionLog, state: _LogState, end_offset: int) -> None:
         if state.in_flight_end is None:
             self._start(partition_log, state)
         elif state.in_flight_end < end_offset:
             state.resync = True  # not covered by the fsync under way: the next one will be
-
-    async def wait_durable(self, partition_log: PartitionLog, end_offset: int) -> None:
-        """Return once every offset below ``end_offset`` is fsynced; raises KafkaStorageError if the fsync failed."""
-        if not self.fsync_before_ack or partition_log.durable_offset >= end_offset:
-            return
-        waiter = _Waiter(end_offset)
-        state = self._state(partition_log)
-        state.waiters.append(waiter)
-        self._request(partition_log, state, end_offset)
-        await waiter.done.wait()
-        if waiter.error is not None:
-            raise KafkaStorageError(str(waiter.error)) from waiter.error
 
     def _start(self, partition_log: PartitionLog, state: _LogState) -> None:
         """Start an fsync of the log up to its current end (none under way for it)."""

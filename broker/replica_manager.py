@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import structlog
 import trio
-from oncelog.broker.flusher import LogFlusher
+from oncelog.broker.flusher import LogFlusher, SyncWaiter
 from oncelog.protocol import ErrorCode
 from oncelog.storage import errors as storage_errors
 from oncelog.storage.append_origin import AppendOrigin
@@ -106,11 +106,20 @@ class ReplicaManager:
             self.flusher.appended(partition_log, result.last_offset - result.first_offset + 1)
         return PartitionAppend(ErrorCode.NONE, result)
 
-    def request_durable(self, topic: str, partition: int, end_offset: int) -> None:
-        """Start making the partition's data below ``end_offset`` durable without waiting (see ``wait_durable``)."""
+    def request_durable(self, topic: str, partition: int, end_offset: int) -> SyncWaiter | None:
+        """Start making the partition's data below ``end_offset`` durable without waiting; ``wait_requested`` gives
+        the outcome (see ``LogFlusher.request_sync``). Call it right after the append: None when there is nothing
+        to wait for."""
         partition_log = self.logs.get(topic, partition)
-        if partition_log is not None:
-            self.flusher.request_sync(partition_log, end_offset)
+        return None if partition_log is None else self.flusher.request_sync(partition_log, end_offset)
+
+    async def wait_requested(self, waiter: SyncWaiter | None) -> ErrorCode:
+        """The outcome of a ``request_durable``: NONE once durable, KAFKA_STORAGE_ERROR if an fsync failed."""
+        try:
+            await self.flusher.wait_for(waiter)
+        except storage_errors.KafkaStorageError:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
 
     async def wait_durable(self, topic: str, partition: int, end_offset: int) -> ErrorCode:
         """Wait until the partition's data below ``end_offset`` is fsynced (immediate in page-cache mode)."""

@@ -115,16 +115,17 @@ async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None
         fault_point("produce.after_append")
     if not pending or not broker.flusher.fsync_before_ack:
         return _response(outcomes)
-    # Start every partition's fsync now: the answer waits in the connection's queue behind earlier ones, and the
+    # Ask for every partition's fsync now: the answer waits in the connection's queue behind earlier ones, and the
     # fsyncs of pipelined requests to different partitions should overlap rather than start as it reaches the front.
-    for name, index, outcome in pending:
-        assert outcome.result is not None
-        broker.replicas.request_durable(name, index, outcome.result.last_offset + 1)
+    waits = [
+        (outcome, broker.replicas.request_durable(name, index, outcome.result.last_offset + 1))
+        for name, index, outcome in pending
+        if outcome.result is not None
+    ]
 
     async def complete() -> dict:
-        for name, index, outcome in pending:
-            assert outcome.result is not None
-            error = await broker.replicas.wait_durable(name, index, outcome.result.last_offset + 1)
+        for outcome, waiter in waits:
+            error = await broker.replicas.wait_requested(waiter)
             if error != ErrorCode.NONE:
                 outcome.error, outcome.result = error, None
         fault_point("produce.after_fsync")

@@ -84,14 +84,12 @@ async def wait_markers_durable(
     replicas: ReplicaManager, appended: dict[tuple[str, int], tuple[ErrorCode, int]]
 ) -> dict[tuple[str, int], ErrorCode]:
     """Wait until every successfully appended marker is fsynced (the partitions' fsyncs run in parallel)."""
-    for (topic, partition), (error, end) in appended.items():
-        if error == ErrorCode.NONE:
-            replicas.request_durable(topic, partition, end)
+    waiters = {
+        tp: replicas.request_durable(*tp, end) for tp, (error, end) in appended.items() if error == ErrorCode.NONE
+    }
     errors: dict[tuple[str, int], ErrorCode] = {}
-    for (topic, partition), (error, end) in appended.items():
-        if error == ErrorCode.NONE:
-            error = await replicas.wait_durable(topic, partition, end)
-        errors[(topic, partition)] = error
+    for tp, (error, _end) in appended.items():
+        errors[tp] = await replicas.wait_requested(waiters[tp]) if tp in waiters else error
     return errors
 
 

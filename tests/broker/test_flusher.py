@@ -214,6 +214,30 @@ async def test_injected_fsync_error_fails_the_waiter_without_reaching_the_helper
         nursery.cancel_scope.cancel()
 
 
+async def test_a_failed_requested_fsync_reaches_its_request_even_after_a_later_one_succeeds(logs) -> None:
+    """The waiter ``request_sync`` returns is registered at once: an fsync that fails before the request waits
+    still fails it, although the next fsync of the log then succeeds (the data may not have reached the disk)."""
+    from oncelog.storage import faults
+
+    flusher = _flusher()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        faults.configure("storage.fsync:eio")
+        try:
+            requested = flusher.request_sync(logs[0], _append(flusher, logs[0]))
+            with trio.fail_after(5):
+                await _until(lambda: flusher.fsyncs == 1)  # the requested fsync ran, and failed
+        finally:
+            faults.configure("")
+        later = _append(flusher, logs[0])
+        with trio.fail_after(5):
+            await flusher.wait_durable(logs[0], later)
+        assert logs[0].durable_offset == later
+        with trio.fail_after(5), pytest.raises(KafkaStorageError, match="injected I/O error"):
+            await flusher.wait_for(requested)
+        nursery.cancel_scope.cancel()
+
+
 async def test_flusher_stops_the_broker_when_the_helper_dies(logs) -> None:
     flusher = _flusher()
     with pytest.raises(BaseExceptionGroup) as raised:
