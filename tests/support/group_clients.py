@@ -106,6 +106,12 @@ class _KafkaPythonConsumer:
             auto_offset_reset="earliest",
             partition_assignment_strategy=[RoundRobinPartitionAssignor],
         )
+        # kafka-python joins the group without waiting for the subscribed topic's metadata (it waits only for
+        # pattern subscriptions), so with no initial rebalance delay the first assignment can be empty and a rejoin
+        # follows at once, which meets the client race described in test_groups.py. Fetching the topic's
+        # partitions first gives the first join the metadata it needs.
+        if not self._consumer.partitions_for_topic(topic):
+            raise RuntimeError(f"kafka-python found no partitions for {topic}")
         self._consumer.subscribe([topic], listener=Listener())
 
     def poll(self) -> None:
