@@ -272,6 +272,7 @@ class KafkaPythonCopier(_Copier):
             auto_offset_reset="earliest",
             max_poll_records=args.batch,
         )
+        self.consumer.partitions_for_topic(args.input)  # metadata before the first join: see group_clients.py
         self.consumer.subscribe([args.input])
 
     @staticmethod
