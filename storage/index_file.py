@@ -1,8 +1,13 @@
 """An append-only index file mirrored in memory (shared by the offset and time indexes).
 
-Entries are kept in a bytearray that mirrors the file; new entries are appended to the file without
-preallocation, so the file is always exactly ``entry size * entries`` bytes and never needs trimming on roll
-or close. Lookups are binary searches over the in-memory copy.
+Entries are kept in a bytearray; lookups are binary searches over it. The file holds a prefix of those entries:
+new ones reach it in writes of at least ``WRITE_BATCH_BYTES`` (not one write per append) and all of them at
+``write_pending`` (the log calls it when a segment stops being active) and ``close``. The file is written without
+preallocation, so it is always whole entries and never needs trimming on roll or close.
+
+Nothing reads the file while the broker runs, and after a crash the active segment's indexes are rebuilt from
+the log anyway (``recovery``); a trusted segment whose file lacks entries fails ``LogSegment.load``'s check and is
+rebuilt too.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from pathlib import Path
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
+#: New entries are written once this many bytes of them are waiting (a page: 512 offset or 341 time entries).
+WRITE_BATCH_BYTES = 4096
 
 
 class IndexCorruptError(Exception):
@@ -37,7 +44,8 @@ class IndexFile:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry.size)
         self.data = bytearray()
-        self._pending = bytearray()
+        #: Bytes of ``data`` that are in the file; the rest are waiting for ``write_pending``.
+        self.written = 0
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 
     @property
@@ -55,29 +63,41 @@ class IndexFile:
         if len(data) % self.entry.size:
             raise IndexCorruptError(f"{self.path}: size {len(data)} is not a multiple of {self.entry.size}")
         self.data = bytearray(data)
+        self.written = len(data)
 
     def entry_at(self, n: int) -> tuple[int, int]:
         return self.entry.unpack_from(self.data, n * self.entry.size)
 
     def write_pending(self) -> None:
-        """Append entries added since the last call to the file (one write)."""
-        if self._pending:
-            write_all(self.fd, self._pending)
-            self._pending = bytearray()
+        """Write every entry not yet in the file (one write). On OSError the file is cut back to its entries."""
+        if len(self.data) > self.written:
+            try:
+                write_all(self.fd, self.data[self.written :])
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self.fd, self.written)
+                raise
+            self.written = len(self.data)
+
+    def write_if_due(self) -> None:
+        """``write_pending`` once ``WRITE_BATCH_BYTES`` of entries are waiting."""
+        if len(self.data) - self.written >= WRITE_BATCH_BYTES:
+            self.write_pending()
 
     def replace(self, data: bytes | bytearray) -> None:
         """Replace the whole index (rebuild/truncation): truncate the file and write ``data``."""
         self.data = bytearray(data)
-        self._pending = bytearray()
+        self.written = 0
         os.ftruncate(self.fd, 0)
-        write_all(self.fd, self.data)
+        self.write_pending()
 
     def discard_after(self, length: int) -> None:
         """Forget entries past ``length`` bytes, in memory and in the file (undo of a failed append)."""
         del self.data[length:]
-        self._pending = bytearray()
-        with contextlib.suppress(OSError):
-            os.ftruncate(self.fd, length)
+        if length < self.written:
+            self.written = length
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, length)
 
     def fsync(self) -> None:
         os.fsync(self.fd)

@@ -336,8 +336,10 @@ class PartitionLog:
         return segment
 
     def roll(self) -> LogSegment:
-        """Start a new active segment at the log end offset and snapshot the producer state there."""
+        """Start a new active segment at the log end offset and snapshot the producer state there; the old
+        segment's index files get their remaining entries first."""
         try:
+            self.active_segment.write_index_entries()
             segment = self._new_segment(self.log_end_offset)
         except OSError as exc:
             raise KafkaStorageError(f"cannot roll {self.directory}: {exc}") from exc
@@ -540,7 +542,8 @@ class PartitionLog:
     def flush(self, up_to: int | None = None) -> None:
         """fsync every segment and index holding data below ``up_to`` (default: the log end), then advance
         ``recovery_point`` (and ``durable_offset``). Safe to call from a worker thread while the owning thread
-        appends and reads.
+        appends and reads. The active segment's index files may lack their newest entries (see ``index_file``):
+        recovery rebuilds that segment's indexes from the log, whatever its recovery point.
         """
         self._sync(up_to, data_only=False)
 

@@ -15,12 +15,11 @@ class OffsetIndex(IndexFile):
     entry = OFFSET_ENTRY
 
     def append(self, offset: int, position: int) -> None:
-        """Add an entry (buffered until write_pending). Ignored when the index is full."""
+        """Add an entry (the file gets it later: see ``index_file``). Ignored when the index is full."""
         if self.is_full:
             return
         raw = self.entry.pack(offset - self.base_offset, position)
         self.data += raw
-        self._pending += raw
 
     def sanity_check(self, log_size: int) -> None:
         """Raise IndexCorruptError unless offsets and positions strictly increase and stay inside the log."""

@@ -199,8 +199,8 @@ class LogSegment:
             self.size = start + len(data)
             for pos, header in headers:
                 self.index_batch(header, start + pos)
-            self.offset_index.write_pending()
-            self.time_index.write_pending()
+            self.offset_index.write_if_due()
+            self.time_index.write_if_due()
             if aborted:
                 self.txn_index.append(aborted)
         except OSError:
@@ -221,6 +221,11 @@ class LogSegment:
         self.size = position
         self.rebuild_indexes()
         self.txn_index.truncate_to(self.next_offset)
+
+    def write_index_entries(self) -> None:
+        """Write the offset and time index entries the files do not hold yet (see ``index_file``)."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
 
     def fsync(self) -> None:
         os.fsync(self.fd)

@@ -32,7 +32,6 @@ class TimeIndex(IndexFile):
             return
         raw = self.entry.pack(timestamp, offset - self.base_offset)
         self.data += raw
-        self._pending += raw
 
     def sanity_check(self, next_offset: int) -> None:
         """Raise IndexCorruptError unless timestamps strictly increase and offsets are in the segment."""

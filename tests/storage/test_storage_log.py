@@ -100,7 +100,10 @@ def test_index_entries_every_interval(tmp_path: Path) -> None:
     assert entries[0] == (per_entry * 3 + 2, per_entry * size)
     for rel, pos in entries:
         assert parse_header(seg.pread(61, pos)).last_offset == rel
-    assert seg.offset_index.path.stat().st_size == 8 * len(entries)
+    assert seg.offset_index.path.stat().st_size == 0  # fewer than WRITE_BATCH_BYTES: not written yet
+    seg.write_index_entries()
+    assert seg.offset_index.path.read_bytes() == seg.offset_index.data
+    assert len(seg.offset_index.data) == 8 * len(entries)
     # lookup is a floor
     assert seg.offset_index.lookup(entries[1][0]) == entries[1][1]
     assert seg.offset_index.lookup(entries[1][0] - 1) == entries[0][1]
@@ -260,8 +263,30 @@ def test_truncate_rebuilt_index_matches_fresh_appends(tmp_path: Path) -> None:
     ref = open_log(tmp_path, LogConfig(index_interval_bytes=200), name="ref-0")
     fill(ref, 15)
     a, b = log.active_segment, ref.active_segment
+    assert a.offset_index.data == b.offset_index.data and a.time_index.data == b.time_index.data
+    assert a.offset_index.path.read_bytes() == a.offset_index.data  # truncation writes the rebuilt index whole
+    b.write_index_entries()
     assert a.offset_index.path.read_bytes() == b.offset_index.path.read_bytes()
     assert a.time_index.path.read_bytes() == b.time_index.path.read_bytes()
+
+
+def test_index_entries_reach_the_file_in_page_sized_writes_and_at_roll(tmp_path: Path) -> None:
+    from oncelog.storage.index_file import WRITE_BATCH_BYTES
+
+    log = open_log(tmp_path, LogConfig(segment_bytes=1 << 20, index_interval_bytes=1))  # an entry per batch
+    seg = log.active_segment
+    per_write = WRITE_BATCH_BYTES // 8
+    fill(log, per_write)  # the first batch gets no entry
+    assert seg.offset_index.entries == per_write - 1 and seg.offset_index.path.stat().st_size == 0
+    fill(log, 1)
+    assert seg.offset_index.path.read_bytes() == seg.offset_index.data  # one write of a page of entries
+    fill(log, 5)
+    assert seg.offset_index.path.stat().st_size == WRITE_BATCH_BYTES
+    assert seg.time_index.path.read_bytes() == seg.time_index.data[: seg.time_index.written]
+    log.roll()
+    assert seg.offset_index.path.read_bytes() == seg.offset_index.data
+    assert seg.time_index.path.read_bytes() == seg.time_index.data
+    assert log.active_segment is not seg
 
 
 def test_flush_advances_recovery_point(tmp_path: Path) -> None:
@@ -336,14 +361,16 @@ def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.M
     from oncelog.storage import index_file, segment
     from oncelog.storage.errors import KafkaStorageError
 
+    monkeypatch.setattr(index_file, "WRITE_BATCH_BYTES", 1)  # every append writes its index entries
     config = LogConfig(index_interval_bytes=150)
     log = open_log(tmp_path, config)
     fill(log, 10)
     seg = log.active_segment
 
     def state() -> tuple:
-        idx = seg.offset_index.path.read_bytes(), seg.time_index.path.read_bytes()
-        return seg.size, log.log_end_offset, idx
+        files = seg.offset_index.path.read_bytes(), seg.time_index.path.read_bytes()
+        memory = bytes(seg.offset_index.data), bytes(seg.time_index.data)
+        return seg.size, log.log_end_offset, files, memory
 
     before = state()
 
@@ -355,6 +382,7 @@ def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(KafkaStorageError):
         log.append(make_batch(3, timestamp=2000) + make_batch(3, timestamp=2001), now_ms=0)
     monkeypatch.undo()
+    monkeypatch.setattr(index_file, "WRITE_BATCH_BYTES", 1)
     monkeypatch.setattr(index_file, "write_all", partial_then_enospc)
     with pytest.raises(KafkaStorageError):
         log.append(make_batch(3, timestamp=2000) + make_batch(3, timestamp=2001) + make_batch(3), now_ms=0)
@@ -366,4 +394,32 @@ def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.M
     fill(ref, 10)
     fill(ref, 10)
     assert log.read(0, 10**9) == ref.read(0, 10**9)
+    seg.write_index_entries()
+    ref.active_segment.write_index_entries()
     assert seg.offset_index.path.read_bytes() == ref.active_segment.offset_index.path.read_bytes()
+
+
+def test_failed_write_with_index_entries_waiting_keeps_the_files_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from oncelog.storage import segment
+    from oncelog.storage.errors import KafkaStorageError
+
+    log = open_log(tmp_path, LogConfig(index_interval_bytes=150))
+    fill(log, 10)
+    seg = log.active_segment
+    waiting = bytes(seg.offset_index.data)
+    assert waiting and seg.offset_index.path.stat().st_size == 0
+
+    def enospc(fd: int, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segment, "write_all", enospc)
+    with pytest.raises(KafkaStorageError):
+        log.append(make_batch(3, timestamp=2000) + make_batch(3, timestamp=2001), now_ms=0)
+    monkeypatch.undo()
+    assert seg.offset_index.data == waiting and seg.offset_index.path.stat().st_size == 0  # not zero-filled
+    seg.write_index_entries()
+    assert seg.offset_index.path.read_bytes() == waiting

@@ -12,6 +12,7 @@ from batches import make_batch
 from oncelog.protocol.records.batch import iter_headers
 from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog
+from support.killed_log import crash, write_index_entries
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=250)
 BATCHES = 70
@@ -22,12 +23,6 @@ def fill(log: PartitionLog, n: int) -> None:
         log.append(
             make_batch(1 + i % 4, timestamp=10_000 + (i * 7919) % 500, value_size=5 + i % 13), now_ms=0
         )
-
-
-def crash(log: PartitionLog) -> None:
-    """Drop the log like a killed process would: close descriptors, no flush, no snapshot."""
-    for segment in log.segments:
-        segment.close()
 
 
 def index_files(directory: Path) -> dict[str, bytes]:
@@ -43,9 +38,11 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     log = PartitionLog.open(root / "t-0", CONFIG)
     fill(log, BATCHES)
     assert len(log.segments) >= 3
+    write_index_entries(log)  # the index files are complete, so tests can expect them back after recovery
     crash(log)
     ref = PartitionLog.open(root / "ref-0", CONFIG)
     fill(ref, BATCHES - 1)
+    write_index_entries(ref)
     crash(ref)
     return root
 
@@ -148,9 +145,9 @@ def test_recovery_starts_at_the_recovery_point(pristine: Path, tmp_path: Path) -
 def test_clean_close_and_reopen_skips_recovery(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "t-0", CONFIG)
     fill(log, BATCHES)
-    before = index_files(tmp_path / "t-0")
     end = log.log_end_offset
     log.close()
+    before = index_files(tmp_path / "t-0")
     assert log.recovery_point == end
     log = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True)
     assert log.recovered_segments == 0
@@ -161,13 +158,32 @@ def test_clean_close_and_reopen_skips_recovery(tmp_path: Path) -> None:
     fill_more = [make_batch(2, timestamp=20_000 + i) for i in range(30)]
     for batch in fill_more:
         log.append(batch, now_ms=0)
+    write_index_entries(log)
     crash(log)
     ref = PartitionLog.open(tmp_path / "ref-0", CONFIG)
     fill(ref, BATCHES)
     for batch in fill_more:
         ref.append(batch, now_ms=0)
+    write_index_entries(ref)
     crash(ref)
     assert index_files(tmp_path / "t-0") == index_files(tmp_path / "ref-0")
+
+
+def test_index_entries_lost_with_the_process_are_rebuilt(pristine: Path, tmp_path: Path) -> None:
+    """A killed broker's index files lack the entries still in memory; recovery writes them all back."""
+    expected = index_files(pristine / "t-0")
+    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+    fill(log, BATCHES)
+    crash(log)  # without write_index_entries: what a SIGKILL leaves
+    lagging = index_files(tmp_path / "t-0")
+    assert lagging.keys() == expected.keys()
+    assert lagging != expected and all(expected[name].startswith(data) for name, data in lagging.items())
+    bases = [int(p.stem) for p in sorted((tmp_path / "t-0").glob("*.log"))]
+    log = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=bases[-1])
+    assert log.recovered_segments == 1  # only the active segment: rolled ones were written whole at their roll
+    assert index_files(tmp_path / "t-0") == expected
+    assert_all_readable(log, BATCHES)
+    crash(log)
 
 
 @pytest.mark.parametrize("damage", ["missing-index", "missing-timeindex", "odd-size", "garbage", "truncated"])

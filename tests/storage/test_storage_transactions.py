@@ -25,6 +25,7 @@ from oncelog.storage.errors import (
 from oncelog.storage.log import AppendOrigin, PartitionLog
 from oncelog.storage.producer_state import ProducerInfo, decode_snapshot
 from oncelog.storage.txn_index import ENTRY_SIZE
+from support.killed_log import crash
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=120)
 COORD = AppendOrigin.COORDINATOR
@@ -91,11 +92,6 @@ def busy_log(directory: Path, *, seed: int = 1, rounds: int = 120) -> Producers:
         else:
             p.plain()
     return p
-
-
-def crash(log: PartitionLog) -> None:
-    for segment in log.segments:
-        segment.close()
 
 
 def txn_files(directory: Path) -> dict[str, bytes]:

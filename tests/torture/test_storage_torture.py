@@ -30,6 +30,7 @@ from oncelog.protocol.records import ControlType, SimpleRecord, encode_batch, en
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog
+from support.killed_log import crash, write_index_entries
 
 CASES = int(os.environ.get("ONCELOG_STORAGE_TORTURE_CASES", "200"))
 FIRST_SEED = int(os.environ.get("ONCELOG_STORAGE_TORTURE_SEED", "0"))
@@ -109,12 +110,6 @@ def run(directory: Path, config: LogConfig, ops: list[Op], *, appends: int | Non
     return log, checkpoint
 
 
-def crash(log: PartitionLog) -> None:
-    """Drop the log as SIGKILL would: descriptors closed, nothing flushed, no snapshot written."""
-    for segment in log.segments:
-        segment.close()
-
-
 ENTRY_SIZES = {".index": 8, ".timeindex": 12, ".txnindex": 34}
 
 
@@ -189,6 +184,8 @@ def index_files(directory: Path) -> dict[str, bytes]:
 def assert_same_state(log: PartitionLog, fresh: PartitionLog, directory: Path, fresh_dir: Path) -> None:
     assert log.log_end_offset == fresh.log_end_offset
     assert log.read(0, 1 << 30) == fresh.read(0, 1 << 30)
+    write_index_entries(log)
+    write_index_entries(fresh)
     got, want = index_files(directory), index_files(fresh_dir)
     for name, data in want.items():
         assert got.get(name) == data, name
