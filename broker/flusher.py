@@ -143,10 +143,12 @@ class LogFlusher:
 
     @staticmethod
     async def wait_for(waiter: SyncWaiter | None) -> None:
-        """Return once ``waiter``'s offsets are fsynced; raises KafkaStorageError if an fsync failed meanwhile."""
+        """Return once ``waiter``'s offsets are fsynced; raises KafkaStorageError if an fsync failed meanwhile.
+        Not a checkpoint when they already are."""
         if waiter is None:
             return
-        await waiter.done.wait()
+        if not waiter.done.is_set():  # a finished one costs no pass of the scheduler (the connection's writer)
+            await waiter.done.wait()
         if waiter.error is not None:
             raise KafkaStorageError(str(waiter.error)) from waiter.error
 

@@ -30,6 +30,8 @@ class Deferred:
     """
 
     complete: Callable[[], Awaitable[dict]]
+    #: True once ``complete`` would return without waiting: the writer then sends it with the answers before it.
+    ready: Callable[[], bool]
 
 
 #: A handler answers with a response body, a Deferred one, or None for no response at all (Produce acks=0).

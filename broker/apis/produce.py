@@ -131,4 +131,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None
         fault_point("produce.after_fsync")
         return _response(outcomes)
 
-    return Deferred(complete)
+    def ready() -> bool:
+        return all(waiter is None or waiter.done.is_set() for _outcome, waiter in waits)
+
+    return Deferred(complete, ready)

@@ -7,9 +7,10 @@ import struct
 import time
 
 import trio
-from oncelog.broker.server import Connection
+from oncelog.broker.request import Deferred
+from oncelog.broker.server import COALESCE_BYTES, Connection
 from oncelog.broker.socket_io import NonBlockingSocket
-from oncelog.protocol import ApiKey, ErrorCode, decode_response, encode_request
+from oncelog.protocol import ApiKey, ErrorCode, RequestHeader, decode_response, encode_request, encode_response
 from oncelog.protocol.records import iter_records
 
 from .conftest import WireClient
@@ -121,3 +122,62 @@ async def test_idle_connection_is_closed_and_active_one_kept(start_broker) -> No
     assert await idle.is_closed_by_peer(timeout=0.5)
     response = await active.request(ApiKey.HEARTBEAT, 0, HEARTBEAT)
     assert response.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def _frames_in(data: bytes) -> list[bytes]:
+    """Split a run of size-prefixed frames."""
+    frames = []
+    while data:
+        (size,) = _SIZE.unpack_from(data)
+        frames.append(data[4 : 4 + size])
+        data = data[4 + size :]
+    return frames
+
+
+async def test_the_writer_sends_ready_answers_together_and_never_holds_one_for_a_later_one(broker) -> None:
+    """Answers already complete leave in one send; a Deferred one not complete yet first lets the earlier ones go,
+    and no send passes ``COALESCE_BYTES`` unless one answer alone does."""
+    sends: list[list[bytes]] = []
+
+    class RecordingSocket(NonBlockingSocket):
+        async def send_all(self, data: bytes) -> None:
+            sends.append(_frames_in(bytes(data)))
+
+    _peer, end = _tcp_pair()
+    connection = Connection(broker.node, RecordingSocket(end))
+    header = RequestHeader(ApiKey.HEARTBEAT, 0, 5, "t", 0)
+    body = {"error_code": ErrorCode.NONE, "throttle_time_ms": 0}
+    answer = encode_response(header, body)
+    fsynced = trio.Event()
+
+    async def complete_now() -> dict:
+        return body
+
+    async def complete_after_fsync() -> dict:
+        await fsynced.wait()
+        return body
+
+    big, huge = b"x" * (COALESCE_BYTES - 10), b"y" * (2 * COALESCE_BYTES)
+    queue = [
+        b"a",
+        (header, Deferred(complete_now, lambda: True)),
+        (header, Deferred(complete_after_fsync, fsynced.is_set)),
+        b"d",
+        big,
+        b"e",
+        huge,
+    ]
+    send, receive = trio.open_memory_channel(len(queue))
+    for item in queue:
+        send.send_nowait(item)
+    connection._queued = len(queue)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(connection._write_responses, receive)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sends == [[b"a", answer]]  # the answer waiting for its fsync holds back nothing queued before it
+        assert connection._queued == len(queue) - 2
+        fsynced.set()
+        await send.aclose()
+    assert sends[1:] == [[answer, b"d"], [big, b"e"], [huge]]
+    assert connection._queued == 0
+    end.close()
