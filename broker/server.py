@@ -195,40 +195,41 @@ class Connection:
         """Send the queued responses in order. Those already complete go out together, up to ``COALESCE_BYTES``
         per send; a Deferred one not complete yet first lets the ones before it go."""
         out = bytearray()  # framed responses not sent yet
-        in_out = 0
+        in_out = 0  # how many
+
+        async def send_out() -> None:
+            nonlocal in_out
+            if out:
+                await self._sock.send_all(out)
+                out.clear()
+                self._queued -= in_out
+                in_out = 0
+
         async with receive:
             while True:
                 try:
                     item = receive.receive_nowait()
                 except trio.WouldBlock:
-                    in_out = await self._send_out(out, in_out)
+                    await send_out()
                     try:
                         item = await receive.receive()
                     except trio.EndOfChannel:
                         return
                 except trio.EndOfChannel:
-                    await self._send_out(out, in_out)
+                    await send_out()
                     return
                 if isinstance(item, bytes):
                     data = item
                 else:
                     header, deferred = item
-                    if out and not deferred.ready():
-                        in_out = await self._send_out(out, in_out)
+                    if not deferred.ready():
+                        await send_out()
                     data = encode_response(header, await deferred.complete())
                 if len(out) + len(data) > COALESCE_BYTES:
-                    in_out = await self._send_out(out, in_out)
+                    await send_out()
                 out += _SIZE.pack(len(data))
                 out += data
                 in_out += 1
-
-    async def _send_out(self, out: bytearray, responses: int) -> int:
-        """Send and clear ``out`` (holding ``responses`` framed responses); returns 0, the count left in it."""
-        if out:
-            await self._sock.send_all(out)
-            out.clear()
-            self._queued -= responses
-        return 0
 
 
 async def serve(broker: BrokerNode, host: str, port: int, *, task_status: trio.TaskStatus[int]) -> None:
