@@ -566,19 +566,30 @@ class PartitionLog:
                 return None
             fds: list[int] = []
             try:
-                for segment in self._segments:
-                    if segment.base_offset < end and segment.next_offset > synced:
-                        files = (
-                            (segment.fd,)
-                            if data_only
-                            else (segment.fd, segment.offset_index.fd, segment.time_index.fd, segment.txn_index.fd)
-                        )
-                        fds.extend(os.dup(fd) for fd in files)
+                for segment in self._segments_between(synced, end):
+                    files = (
+                        (segment.fd,)
+                        if data_only
+                        else (segment.fd, segment.offset_index.fd, segment.time_index.fd, segment.txn_index.fd)
+                    )
+                    fds.extend(os.dup(fd) for fd in files)
             except OSError as exc:
                 for fd in fds:
                     os.close(fd)
                 raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
             return SyncPlan(end, data_only, self._truncations, tuple(fds))
+
+    def _segments_between(self, start: int, end: int) -> list[LogSegment]:
+        """The segments holding offsets in [start, end), oldest first. Walks back from the active segment, so it
+        costs what it returns, not the log's segment count (usually only the active segment is unsynced)."""
+        found = []
+        for segment in reversed(self._segments):
+            if segment.next_offset <= start:
+                break
+            if segment.base_offset < end:
+                found.append(segment)
+        found.reverse()
+        return found
 
     def synced(self, plan: SyncPlan) -> None:
         """Record that ``plan``'s files were synced: advance ``durable_offset`` (and, for a full flush,

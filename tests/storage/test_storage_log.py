@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from pathlib import Path
@@ -313,6 +314,34 @@ def test_flush_data_makes_data_durable_without_moving_the_recovery_point(tmp_pat
     assert (log.recovery_point, log.durable_offset) == (10, log.log_end_offset)
     log.truncate_to(5)
     assert log.durable_offset <= 5 and log.recovery_point <= 5
+
+
+def test_sync_plan_names_only_the_segments_holding_unsynced_offsets(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=2000))
+    fill(log, 60)
+    segments = log.segments
+    assert len(segments) > 3
+
+    def planned(up_to: int | None = None) -> list[int]:
+        """Base offsets of the segments whose files the plan would sync, in plan order."""
+        plan = log.sync_plan(up_to, data_only=True)
+        assert plan is not None
+        inodes = {os.fstat(segment.fd).st_ino: segment.base_offset for segment in segments}
+        try:
+            return [inodes[os.fstat(fd).st_ino] for fd in plan.fds]
+        finally:
+            for fd in plan.fds:
+                os.close(fd)
+
+    assert planned() == [s.base_offset for s in segments]  # nothing synced yet: every segment, oldest first
+    second = segments[1]
+    assert planned(second.base_offset + 1) == [s.base_offset for s in segments[:2]]
+    log.flush_data(second.next_offset)  # the first two segments are durable
+    assert planned() == [s.base_offset for s in segments[2:]]
+    log.flush_data(segments[-1].base_offset + 1)
+    assert planned() == [segments[-1].base_offset]
+    log.flush_data()
+    assert log.sync_plan(data_only=True) is None
 
 
 def test_concurrent_flush_and_appends(tmp_path: Path) -> None:
