@@ -9,8 +9,10 @@ Two modes, chosen by Kafka's flush properties (see broker.config):
   appends that arrive meanwhile are covered by the next one, so concurrent producers share fsyncs (group commit),
   while different logs never wait for each other's fsyncs. Consumers only ever see durable data. Appends nobody waits
   for (acks=0, a transaction's Complete* record) start no fsync: the next waiter's fsync of that log covers them, or
-  they are synced after ``UNWAITED_FLUSH_DELAY_S``. A request that answers later (Produce) or waits for several logs
-  asks for their fsyncs first (``request_sync``); they start when the event loop next switches tasks, in parallel.
+  they are synced once their delay has passed (``UNWAITED_FLUSH_DELAY_S``, or the appender's own: a second for the
+  Complete* record, which the same id's next state change usually covers sooner). A request that answers later
+  (Produce) or waits for several logs asks for their fsyncs first (``request_sync``); they start when the event loop
+  next switches tasks, in parallel.
 * **page cache** (larger ``log.flush.interval.messages`` or a ``log.flush.interval.ms``): the high watermark advances
   at append; the flusher fsyncs a log once it holds that many unflushed messages or that much time has passed.
 """
@@ -32,8 +34,8 @@ log = structlog.get_logger(__name__)
 
 #: Helper threads that fdatasync different logs in parallel (a log has at most one fsync under way).
 SYNC_THREADS = 8
-#: How long data nobody waits for (acks=0 produce, a Complete* transaction record) may stay unsynced in fsync mode
-#: before it gets a round of its own; any waited round before then covers it too. Not a Kafka property.
+#: How long data nobody waits for (an acks=0 produce) may stay unsynced in fsync mode before it gets a round of its
+#: own, unless its appender names another delay; any waited round before then covers it too. Not a Kafka property.
 UNWAITED_FLUSH_DELAY_S = 0.005
 
 
@@ -77,11 +79,12 @@ class LogFlusher:
         self._scheduler_interval_s = scheduler_interval_ms / 1000
         self._on_high_watermark = on_high_watermark
         self._states: dict[PartitionLog, _LogState] = {}
-        #: Logs to sync at the next due time (page cache: over a threshold; fsync mode: unwaited appends).
-        self._dirty: set[PartitionLog] = set()
+        #: Logs to sync at the next due time, each with the time it is due by (page cache: over a threshold, due
+        #: at once; fsync mode: appends nobody asked to sync yet, due ``unwaited_delay_s`` after the first).
+        self._dirty: dict[PartitionLog, float] = {}
         #: fsync mode: logs to sync as soon as the flusher runs (``request_sync``).
         self._requested: set[PartitionLog] = set()
-        #: fsync mode: when the unwaited appends in ``_dirty`` are synced (None: not armed).
+        #: fsync mode: the earliest time a log in ``_dirty`` is due by (None: not armed).
         self._unwaited_deadline: float | None = None
         self._next_check = -math.inf  # page-cache mode: next look for overdue logs
         self._sleep = trio.CancelScope()  # the flusher's current sleep; appends may bring its deadline forward
@@ -97,28 +100,32 @@ class LogFlusher:
             state = self._states[partition_log] = _LogState(last_flush_ms=trio.current_time() * 1000)
         return state
 
-    def appended(self, partition_log: PartitionLog, records_count: int) -> None:
+    def appended(
+        self, partition_log: PartitionLog, records_count: int, *, unwaited_delay_s: float = UNWAITED_FLUSH_DELAY_S
+    ) -> None:
         """Note an append; in page-cache mode the new data becomes visible at once.
 
         In fsync mode the append alone starts no fsync: the next waiter's fsync of the log covers it, and if nobody
-        waits it is synced within ``UNWAITED_FLUSH_DELAY_S``."""
+        waits it is synced within ``unwaited_delay_s``."""
         state = self._state(partition_log)
         state.unflushed_messages += records_count
         if self.fsync_before_ack:
-            self._dirty.add(partition_log)
-            if self._unwaited_deadline is None:
-                self._unwaited_deadline = deadline = trio.current_time() + UNWAITED_FLUSH_DELAY_S
+            deadline = trio.current_time() + unwaited_delay_s
+            if deadline < self._dirty.get(partition_log, math.inf):
+                self._dirty[partition_log] = deadline
+            if self._unwaited_deadline is None or deadline < self._unwaited_deadline:
+                self._unwaited_deadline = deadline
                 self._sleep.deadline = min(self._sleep.deadline, deadline)
             return
         partition_log.update_high_watermark(partition_log.log_end_offset)
         self._on_high_watermark(partition_log)
         if state.unflushed_messages >= self._interval_messages:
-            self._dirty.add(partition_log)
+            self._dirty[partition_log] = -math.inf
             self._wakeup.set()
 
     def forget(self, partition_log: PartitionLog) -> None:
         """Drop a deleted log; its waiters fail with a storage error."""
-        self._dirty.discard(partition_log)
+        self._dirty.pop(partition_log, None)
         self._requested.discard(partition_log)
         state = self._states.pop(partition_log, None)
         for waiter in state.waiters if state else ():
@@ -179,7 +186,7 @@ class LogFlusher:
         state.in_flight_end = end
         state.resync = False
         state.unflushed_messages = 0
-        self._dirty.discard(partition_log)
+        self._dirty.pop(partition_log, None)
         try:
             delay_ms = _fault_delay_ms()
             plan = partition_log.sync_plan(end, data_only=True)
@@ -224,12 +231,16 @@ class LogFlusher:
                     self._request(partition_log, state, partition_log.log_end_offset)
             if self._unwaited_deadline is None or now < self._unwaited_deadline:
                 return
-            self._unwaited_deadline = None
-        elif now >= self._next_check:
-            self._next_check = now + self._scheduler_interval_s
-            self._add_overdue_logs()
-        dirty, self._dirty = self._dirty, set()
-        for partition_log in dirty:
+            due = [partition_log for partition_log, deadline in self._dirty.items() if deadline <= now]
+            for partition_log in due:
+                del self._dirty[partition_log]
+            self._unwaited_deadline = min(self._dirty.values(), default=None)
+        else:
+            if now >= self._next_check:
+                self._next_check = now + self._scheduler_interval_s
+                self._add_overdue_logs()
+            due, self._dirty = list(self._dirty), {}
+        for partition_log in due:
             state = self._states.get(partition_log)
             if state is None:
                 continue
@@ -244,7 +255,7 @@ class LogFlusher:
         now_ms = trio.current_time() * 1000
         for partition_log, state in self._states.items():
             if state.unflushed_messages and now_ms - state.last_flush_ms >= self._interval_ms:
-                self._dirty.add(partition_log)
+                self._dirty[partition_log] = -math.inf
 
     def _completed(self, results: list[tuple[tuple[PartitionLog, int, SyncPlan | None], Exception | None]]) -> None:
         """Advance high watermarks and release the waiters the finished fsyncs cover."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import structlog
 import trio
-from oncelog.broker.flusher import LogFlusher, SyncWaiter
+from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
 from oncelog.protocol import ErrorCode
 from oncelog.storage import errors as storage_errors
 from oncelog.storage.append_origin import AppendOrigin
@@ -85,8 +85,10 @@ class ReplicaManager:
         now_ms: int,
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        unwaited_delay_s: float = UNWAITED_FLUSH_DELAY_S,
     ) -> PartitionAppend:
-        """Validate and append a partition's batches; the data is not yet durable (see ``wait_durable``).
+        """Validate and append a partition's batches; the data is not yet durable (see ``wait_durable``). If nobody
+        waits for it, fsync mode syncs it within ``unwaited_delay_s``.
 
         Only the coordinator (``AppendOrigin.COORDINATOR``) may append control batches (transaction markers).
         """
@@ -103,7 +105,9 @@ class ReplicaManager:
             log.error("append_failed", topic=topic, partition=partition, error=str(exc))
             return PartitionAppend(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         if not result.duplicate:
-            self.flusher.appended(partition_log, result.last_offset - result.first_offset + 1)
+            self.flusher.appended(
+                partition_log, result.last_offset - result.first_offset + 1, unwaited_delay_s=unwaited_delay_s
+            )
         return PartitionAppend(ErrorCode.NONE, result)
 
     def request_durable(self, topic: str, partition: int, end_offset: int) -> SyncWaiter | None:

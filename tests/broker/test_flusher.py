@@ -29,11 +29,11 @@ def _flusher(advanced: list[PartitionLog] | None = None) -> LogFlusher:
     )
 
 
-def _append(flusher: LogFlusher, partition_log: PartitionLog, count: int = 1) -> int:
+def _append(flusher: LogFlusher, partition_log: PartitionLog, count: int = 1, **appended: float) -> int:
     """Append ``count`` records; the end offset to wait for."""
     batch = encode_batch([SimpleRecord(b"k", b"v%d" % i) for i in range(count)], now_ms=0)
     result = partition_log.append(batch, now_ms=0)
-    flusher.appended(partition_log, count)
+    flusher.appended(partition_log, count, **appended)
     return result.last_offset + 1
 
 
@@ -77,6 +77,23 @@ async def test_unwaited_append_starts_no_fsync_until_its_delay(logs, mock_clock)
         mock_clock.jump(UNWAITED_FLUSH_DELAY_S)
         await _until(lambda: logs[0].high_watermark == end)
         assert logs[0].durable_offset == end
+        nursery.cancel_scope.cancel()
+
+
+async def test_each_unwaited_append_is_synced_by_its_own_delay(logs, mock_clock) -> None:
+    """An append with a longer delay (a Complete* record) is not synced when another log's shorter one falls due."""
+    flusher = _flusher()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        lazy_end = _append(flusher, logs[1], unwaited_delay_s=1.0)
+        end = _append(flusher, logs[0])
+        mock_clock.jump(UNWAITED_FLUSH_DELAY_S)
+        await _until(lambda: logs[0].high_watermark == end)
+        await trio.testing.wait_all_tasks_blocked()
+        assert (flusher.fsyncs, logs[1].durable_offset) == (1, 0)
+        mock_clock.jump(1.0)
+        await _until(lambda: logs[1].high_watermark == lazy_end)
+        assert flusher.fsyncs == 2
         nursery.cancel_scope.cancel()
 
 
