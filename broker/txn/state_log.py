@@ -32,10 +32,9 @@ if TYPE_CHECKING:
 
 #: Kafka's transaction.state.log.segment.bytes default.
 TRANSACTION_STATE_SEGMENT_BYTES = 104857600
-#: How long a record nobody waits for (a transaction's Complete* record) may stay unsynced in fsync mode. The id's
-#: next state change usually comes sooner, and its fsync covers it; losing it in a crash is harmless (the restart
-#: completes the transaction again). With the flusher's default for unwaited client data (5 ms), a producer
-#: committing every 5-10 ms paid a separate fsync for it, and its next AddPartitionsToTxn often waited behind that.
+#: How long a record nobody waits for (a transaction's Complete* record) may stay unsynced in fsync mode; losing it
+#: in a crash is harmless (the restart completes the transaction again). The id's next state change usually comes
+#: sooner and its fsync covers it, where the flusher's 5 ms for client data would give it an fsync of its own.
 UNWAITED_RECORD_SYNC_DELAY_S = 1.0
 
 
