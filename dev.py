@@ -2,7 +2,8 @@
 """Developer entry point that needs only python3: it builds the environment itself, then runs the command.
 
     python3 dev.py broker [oncelog broker options]   start a broker (127.0.0.1:9092, data in ./oncelog-data)
-    python3 dev.py test [pytest args]                install test tools (kcat via apt-get when missing), lint, test
+    python3 dev.py test [pytest args]                install test tools (kcat, Node.js via apt-get when missing;
+                                                     kafkajs via npm), lint, test
 
 The environment is `.venv`, synced from `uv.lock` by uv (itself installed with pip into `.tools/` on first use).
 """
@@ -18,12 +19,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 TOOLS = ROOT / ".tools"
 VENV = ROOT / ".venv"
+#: The Node.js project of the kafkajs interop tests; its lock file pins kafkajs.
+KAFKAJS = ROOT / "tests" / "interop" / "kafkajs"
 MIN_PYTHON = (3, 11)
 
 
-def run(cmd: list[str], **kwargs: object) -> None:
+def run(cmd: list[str], cwd: Path = ROOT, **kwargs: object) -> None:
     print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT, **kwargs)  # type: ignore[call-overload]
+    subprocess.run(cmd, check=True, cwd=cwd, **kwargs)  # type: ignore[call-overload]
 
 
 def uv() -> str:
@@ -47,13 +50,24 @@ def sync(extras: list[str]) -> None:
 
 
 def ensure_system_packages() -> None:
-    """kcat is a test-only system tool; install it from Debian's packages when missing."""
-    if shutil.which("kcat"):
+    """kcat and Node.js (with npm) are test-only system tools; install the missing ones from Debian's packages."""
+    missing = [package for tool, package in (("kcat", "kcat"), ("npm", "npm")) if not shutil.which(tool)]
+    if not missing:
         return
     sudo = [] if os.geteuid() == 0 else ["sudo"]
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     run([*sudo, "apt-get", "update", "-q"], env=env)
-    run([*sudo, "apt-get", "install", "-y", "-q", "kcat"], env=env)
+    run([*sudo, "apt-get", "install", "-y", "-q", *missing], env=env)
+
+
+def ensure_node_packages() -> None:
+    """Install the kafkajs interop tests' packages from their lock file, unless that lock is what is installed."""
+    lock = (KAFKAJS / "package-lock.json").read_text()
+    stamp = KAFKAJS / "node_modules" / ".installed-from-lock.json"
+    if stamp.exists() and stamp.read_text() == lock:
+        return
+    run(["npm", "ci", "--no-audit", "--no-fund"], cwd=KAFKAJS)
+    stamp.write_text(lock)
 
 
 def main() -> int:
@@ -68,6 +82,7 @@ def main() -> int:
         sync([])
         os.execv(str(VENV / "bin" / "oncelog"), ["oncelog", "broker", *args])
     ensure_system_packages()
+    ensure_node_packages()
     sync(["test"])
     run([str(VENV / "bin" / "ruff"), "check", "."])
     result = subprocess.run([str(VENV / "bin" / "pytest"), *args], cwd=ROOT)
