@@ -24,6 +24,7 @@ from oncelog.broker.server import serve
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
 from oncelog.broker.txn.markers import LocalMarkerWriter
+from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import StorageError
 from oncelog.storage.log_manager import LogManager
 
@@ -89,6 +90,11 @@ class BrokerNode:
             {"segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
         )
 
+    def topic_log_config(self, topic: str) -> LogConfig:
+        """The storage settings of ``topic``'s logs: broker defaults with the topic's overrides."""
+        info = self.metadata.get(topic)
+        return self.config.log_config(info.configs if info is not None else None)
+
     def _high_watermark_advanced(self, partition_log) -> None:
         self.replicas.high_watermark_advanced(partition_log)
 
@@ -96,7 +102,7 @@ class BrokerNode:
         started = time.monotonic()
         self.metadata.load()
         self.producer_ids.load()
-        self.logs.load(now_ms())
+        self.logs.load(now_ms(), config_for=self.topic_log_config)
         for topic in self.metadata.topics.values():
             self.topics.ensure_logs(topic)
         self.groups.load()

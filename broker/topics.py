@@ -39,7 +39,7 @@ class TopicManager:
     def ensure_logs(self, topic: TopicInfo) -> None:
         """Open or create every partition log of ``topic``."""
         logs = self._broker.logs
-        log_config = self._broker.config.log_config(topic.configs)
+        log_config = self._broker.topic_log_config(topic.name)
         for partition in range(topic.partitions):
             if logs.get(topic.name, partition) is None:
                 logs.create(topic.name, partition, log_config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from oncelog.storage.checkpoint import (
@@ -38,8 +39,9 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self.loaded_clean = False
 
-    def load(self, now_ms: int) -> None:
-        """Open every partition directory (recovering unless the clean-shutdown marker is present)."""
+    def load(self, now_ms: int, config_for: Callable[[str], LogConfig] | None = None) -> None:
+        """Open every partition directory (recovering unless the clean-shutdown marker is present), each log with
+        ``config_for(topic)`` (default: the manager's default config)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
@@ -58,7 +60,7 @@ class LogManager:
                 continue
             self._logs[key] = PartitionLog.open(
                 path,
-                self.default_config,
+                config_for(key[0]) if config_for is not None else self.default_config,
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=start_offsets.get(key, 0),
                 clean_shutdown=clean,

@@ -180,3 +180,19 @@ async def test_delete_topic(client) -> None:
         ApiKey.METADATA, 4, {"topics": [{"name": "gone"}], "allow_auto_topic_creation": False}
     )
     assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_topic_overrides_apply_to_its_logs_after_a_restart(start_broker, tmp_path) -> None:
+    data = tmp_path / "restart-data"
+    broker = await start_broker(data)
+    client = await broker.connect()
+    configs = {"retention.ms": "1234", "segment.bytes": "4096"}
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("keep", partitions=2, configs=configs))
+    await _produce(client, "keep", [b"x"])
+    before = [broker.node.logs.get("keep", p).config for p in range(2)]
+    await broker.stop()
+
+    broker = await start_broker(data)
+    after = [broker.node.logs.get("keep", p).config for p in range(2)]
+    assert after == before
+    assert (after[0].retention_ms, after[0].segment_bytes) == (1234, 4096)
