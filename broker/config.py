@@ -30,6 +30,8 @@ class PropertySpec:
     default: object
     doc: str
     topic_name: str | None = None  # the per-topic override name, where Kafka has one
+    #: For a comma-separated list (Kafka's LIST type): the items it may hold; the value must name at least one.
+    list_items: frozenset[str] | None = None
 
 
 #: Every property the broker understands, Kafka's name -> spec. Unknown names are rejected at start-up.
@@ -78,7 +80,15 @@ PROPERTIES: dict[str, PropertySpec] = {
             "file.delete.delay.ms",
         ),
         PropertySpec("producer.id.expiration.ms", int, 86400000, "Idle producer ids are forgotten after this."),
-        PropertySpec("log.cleanup.policy", str, "delete", "Retention policy.", "cleanup.policy"),
+        PropertySpec(
+            "log.cleanup.policy",
+            str,
+            "delete",
+            "delete: old segments go by retention.ms/retention.bytes; compact: only the latest record per key is "
+            "kept (both: both).",
+            "cleanup.policy",
+            list_items=frozenset({"delete", "compact"}),
+        ),
         PropertySpec("log.message.timestamp.type", str, "CreateTime", "Timestamp type.", "message.timestamp.type"),
         PropertySpec(
             "compression.type", str, "producer", "Broker-side compression (only 'producer').", "compression.type"
@@ -127,9 +137,19 @@ def parse_value(spec: PropertySpec, raw: str) -> object:
             return text.lower() == "true"
         if spec.kind is int:
             return int(text)
-        return text
     except ValueError:
         raise ConfigError(f"invalid value {raw!r} for {spec.name} (expected {spec.kind.__name__})") from None
+    if spec.list_items is not None:
+        items = list_items(text)
+        if not items or not set(items) <= spec.list_items:
+            allowed = ", ".join(sorted(spec.list_items))
+            raise ConfigError(f"invalid value {raw!r} for {spec.name} (a comma-separated list of {allowed})")
+    return text
+
+
+def list_items(text: str) -> tuple[str, ...]:
+    """The items of a comma-separated list value (Kafka's LIST type), blanks dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def read_properties_file(path: Path) -> dict[str, str]:
@@ -234,6 +254,7 @@ class BrokerConfig:
             max_message_bytes=int(values["message.max.bytes"]),  # type: ignore[arg-type]
             producer_id_expiration_ms=int(values["producer.id.expiration.ms"]),  # type: ignore[arg-type]
             file_delete_delay_ms=int(values["file.delete.delay.ms"]),  # type: ignore[arg-type]
+            cleanup_policy=list_items(str(values["log.cleanup.policy"])),
         )
 
 

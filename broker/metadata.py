@@ -22,6 +22,12 @@ _LEGAL_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC})
+#: The internal topics' fixed settings, as Kafka creates them: compacted (never deleted by age or size), with
+#: 100 MiB segments (transaction.state.log.segment.bytes and offsets.topic.segment.bytes defaults). They apply
+#: to topics created before a setting was added here too.
+INTERNAL_TOPIC_CONFIGS: dict[str, dict[str, str]] = {
+    name: {"cleanup.policy": "compact", "segment.bytes": "104857600"} for name in INTERNAL_TOPICS
+}
 
 
 def topic_name_problem(name: str) -> str | None:

@@ -17,7 +17,7 @@ from oncelog.broker.clock import now_ms
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
-from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, MetadataStore
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFIGS, MetadataStore
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
 from oncelog.broker.server import serve
@@ -29,9 +29,6 @@ from oncelog.storage.errors import StorageError
 from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
-
-#: Kafka's offsets.topic.segment.bytes default.
-OFFSETS_TOPIC_SEGMENT_BYTES = 104857600
 
 
 @dataclass(frozen=True)
@@ -87,13 +84,14 @@ class BrokerNode:
         self.topics.ensure_internal(
             CONSUMER_OFFSETS_TOPIC,
             self.config.get_int("offsets.topic.num.partitions"),
-            {"segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
+            INTERNAL_TOPIC_CONFIGS[CONSUMER_OFFSETS_TOPIC],
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:
         """The storage settings of ``topic``'s logs: broker defaults with the topic's overrides."""
         info = self.metadata.get(topic)
-        return self.config.log_config(info.configs if info is not None else None)
+        overrides = info.configs if info is not None else {}
+        return self.config.log_config({**overrides, **INTERNAL_TOPIC_CONFIGS.get(topic, {})})
 
     def _high_watermark_advanced(self, partition_log) -> None:
         self.replicas.high_watermark_advanced(partition_log)

@@ -20,3 +20,14 @@ class LogConfig:
     # file.delete.delay.ms: oncelog deletes segment files immediately (reads use the same thread as deletion
     # and flushes sync duplicated descriptors), so the delay is not needed; kept for config compatibility.
     file_delete_delay_ms: int = 60000
+    cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy: "delete", "compact" or both
+
+    @property
+    def deletes(self) -> bool:
+        """Old segments are deleted by retention.ms / retention.bytes (cleanup.policy holds "delete")."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        """Only the latest record per key needs keeping (cleanup.policy holds "compact")."""
+        return "compact" in self.cleanup_policy

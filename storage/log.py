@@ -471,8 +471,11 @@ class PartitionLog:
     def enforce_retention(self, now_ms: int) -> int:
         """Delete old segments by log.retention.ms then log.retention.bytes; returns how many were deleted.
 
-        Never deletes the active segment nor a segment holding offsets at or above the high watermark.
+        Never deletes the active segment nor a segment holding offsets at or above the high watermark, and deletes
+        nothing unless cleanup.policy holds "delete".
         """
+        if not self.config.deletes:
+            return 0
         deletable: list[LogSegment] = []
         segments = self._segments
         candidates = segments[:-1]

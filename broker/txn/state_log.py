@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from oncelog.broker.clock import now_ms
 from oncelog.broker.internal_log import replay
-from oncelog.broker.metadata import TRANSACTION_STATE_TOPIC
+from oncelog.broker.metadata import INTERNAL_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC
 from oncelog.broker.txn.metadata import NO_PRODUCER_ID, TransactionMetadata, TxnState
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.java_hash import partition_for_key
@@ -30,8 +30,6 @@ from oncelog.storage.append_origin import AppendOrigin
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
 
-#: Kafka's transaction.state.log.segment.bytes default.
-TRANSACTION_STATE_SEGMENT_BYTES = 104857600
 #: How long a record nobody waits for (a transaction's Complete* record) may stay unsynced in fsync mode; losing it
 #: in a crash is harmless (the restart completes the transaction again). The id's next state change usually comes
 #: sooner and its fsync covers it, where the flusher's 5 ms for client data would give it an fsync of its own.
@@ -100,7 +98,7 @@ class TransactionStateLog:
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use, as Kafka does."""
         self._broker.topics.ensure_internal(
-            TRANSACTION_STATE_TOPIC, self.num_partitions, {"segment.bytes": str(TRANSACTION_STATE_SEGMENT_BYTES)}
+            TRANSACTION_STATE_TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS[TRANSACTION_STATE_TOPIC]
         )
 
     async def write(self, metadata: TransactionMetadata | None, transactional_id: str, *, wait: bool = True) -> None:

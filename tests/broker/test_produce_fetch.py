@@ -145,6 +145,9 @@ async def test_create_topics_validation(client) -> None:
     assert await create("rf", 1, 3) == ErrorCode.INVALID_REPLICATION_FACTOR
     assert await create("__consumer_offsets") == ErrorCode.INVALID_REQUEST
     assert await create("cfg", configs={"no.such.config": "1"}) == ErrorCode.INVALID_CONFIG
+    for policy in ("", "bogus", "compact,bogus", " , "):
+        assert await create("cfg", configs={"cleanup.policy": policy}) == ErrorCode.INVALID_CONFIG, policy
+    assert await create("cfg", configs={"cleanup.policy": "compact, delete"}) == ErrorCode.NONE
     body = create_topic_body("dup")
     body["topics"] = body["topics"] * 2
     response = await client.request(ApiKey.CREATE_TOPICS, 5, body)
@@ -196,3 +199,26 @@ async def test_topic_overrides_apply_to_its_logs_after_a_restart(start_broker, t
     after = [broker.node.logs.get("keep", p).config for p in range(2)]
     assert after == before
     assert (after[0].retention_ms, after[0].segment_bytes) == (1234, 4096)
+
+
+async def test_cleanup_policy_reaches_the_logs_and_internal_topics_are_compacted(broker, client) -> None:
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("kept", configs={"cleanup.policy": "compact"}))
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("aged"))
+    assert broker.node.logs.get("kept", 0).config.cleanup_policy == ("compact",)
+    assert broker.node.logs.get("aged", 0).config.cleanup_policy == ("delete",)
+    broker.node.ensure_offsets_topic()
+    broker.node.transactions.state_log.ensure_topic()
+    for topic in ("__consumer_offsets", "__transaction_state"):
+        config = broker.node.logs.get(topic, 0).config
+        assert (config.cleanup_policy, config.deletes, config.segment_bytes) == (("compact",), False, 104857600)
+
+
+async def test_internal_topics_created_before_the_policy_existed_are_compacted(start_broker, tmp_path) -> None:
+    data = tmp_path / "old-data"
+    broker = await start_broker(data)
+    broker.node.topics.ensure_internal("__consumer_offsets", 2, {"segment.bytes": "104857600"})  # as before
+    assert broker.node.metadata.get("__consumer_offsets").configs == {"segment.bytes": "104857600"}
+    await broker.stop()
+
+    broker = await start_broker(data)
+    assert broker.node.logs.get("__consumer_offsets", 1).config.cleanup_policy == ("compact",)

@@ -234,6 +234,19 @@ def test_retention_by_size(tmp_path: Path) -> None:
     assert log.enforce_retention(0) == 0
 
 
+@pytest.mark.parametrize(("policy", "deletes"), [(("compact",), False), (("compact", "delete"), True)])
+def test_retention_deletes_only_when_the_cleanup_policy_says_delete(
+    tmp_path: Path, policy: tuple[str, ...], deletes: bool
+) -> None:
+    config = LogConfig(segment_bytes=2000, retention_ms=0, retention_bytes=0, cleanup_policy=policy)
+    log = open_log(tmp_path, config)
+    fill(log, 30)
+    log.update_high_watermark(log.log_end_offset)
+    segments = len(log.segments)
+    assert log.enforce_retention(10**12) == (segments - 1 if deletes else 0)
+    assert log.log_start_offset == (log.segments[0].base_offset if deletes else 0)
+
+
 def test_truncate_to(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     fill(log, 40)
