@@ -89,6 +89,15 @@ PROPERTIES: dict[str, PropertySpec] = {
             "cleanup.policy",
             list_items=frozenset({"delete", "compact"}),
         ),
+        PropertySpec(
+            "log.cleaner.delete.retention.ms",
+            int,
+            86400000,
+            "How long compaction keeps a tombstone (a null value) that is its key's latest record.",
+            "delete.retention.ms",
+        ),
+        PropertySpec("log.cleaner.enable", bool, True, "Compact the logs whose cleanup.policy holds compact."),
+        PropertySpec("log.cleaner.backoff.ms", int, 15000, "Pause between looks for logs to compact."),
         PropertySpec("log.message.timestamp.type", str, "CreateTime", "Timestamp type.", "message.timestamp.type"),
         PropertySpec(
             "compression.type", str, "producer", "Broker-side compression (only 'producer').", "compression.type"
@@ -255,6 +264,7 @@ class BrokerConfig:
             producer_id_expiration_ms=int(values["producer.id.expiration.ms"]),  # type: ignore[arg-type]
             file_delete_delay_ms=int(values["file.delete.delay.ms"]),  # type: ignore[arg-type]
             cleanup_policy=list_items(str(values["log.cleanup.policy"])),
+            delete_retention_ms=int(values["log.cleaner.delete.retention.ms"]),  # type: ignore[arg-type]
         )
 
 

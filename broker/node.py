@@ -17,6 +17,7 @@ from oncelog.broker.clock import now_ms
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
+from oncelog.broker.log_compactor import LogCompactor
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFIGS, MetadataStore
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
@@ -69,6 +70,9 @@ class BrokerNode:
         self.topics = TopicManager(self)
         self.transactions = TransactionCoordinator(self, LocalMarkerWriter(self.replicas))
         self.groups = GroupCoordinator(self)
+        #: Held by the retention sweep and by each compaction pass, which must not change a log's segments at once.
+        self._housekeeping = trio.Lock()
+        self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
         self.port: int | None = None
 
     @property
@@ -124,6 +128,8 @@ class BrokerNode:
                 await self.transactions.complete_pending()
                 await nursery.start(self.transactions.run_expiration)
                 nursery.start_soon(self._retention_loop)
+                if self.config.get_bool("log.cleaner.enable"):
+                    nursery.start_soon(self.compactor.run)
                 nursery.start_soon(self._checkpoint_loop)
                 self.port = await nursery.start(serve, self, self.listen.host, self.listen.port)
                 log.info("started", node_id=self.node_id, advertised=f"{self.advertised.host}:{self.advertised.port}")
@@ -134,29 +140,34 @@ class BrokerNode:
                 log.info("stopped", node_id=self.node_id)
 
     async def _retention_loop(self) -> None:
-        """Every log.retention.check.interval.ms: roll idle segments by age, expire producers, delete old segments."""
+        """Every log.retention.check.interval.ms, a ``_sweep_retention`` (never during a compaction pass)."""
         interval_s = self.config.get_int("log.retention.check.interval.ms") / 1000
         while True:
             await trio.sleep(interval_s)
-            now = now_ms()
-            for partition_log in list(self.logs.all_logs().values()):
-                try:
-                    partition_log.maybe_roll_for_time(now)
-                    partition_log.producer_state.expire_producers(now)
-                    deleted = partition_log.enforce_retention(now)
-                except (OSError, StorageError) as exc:
-                    # A full or failing disk must not stop the broker: the next round tries again.
-                    log.error(
-                        "housekeeping_failed",
-                        topic=partition_log.topic,
-                        partition=partition_log.partition,
-                        error=str(exc),
-                    )
-                    continue
-                if deleted:
-                    log.info(
-                        "retention", topic=partition_log.topic, partition=partition_log.partition, segments=deleted
-                    )
+            async with self._housekeeping:
+                self._sweep_retention()
+
+    def _sweep_retention(self) -> None:
+        """Roll idle segments by age, expire producers and delete old segments, in every log."""
+        now = now_ms()
+        for partition_log in list(self.logs.all_logs().values()):
+            try:
+                partition_log.maybe_roll_for_time(now)
+                partition_log.producer_state.expire_producers(now)
+                deleted = partition_log.enforce_retention(now)
+            except (OSError, StorageError) as exc:
+                # A full or failing disk must not stop the broker: the next round tries again.
+                log.error(
+                    "housekeeping_failed",
+                    topic=partition_log.topic,
+                    partition=partition_log.partition,
+                    error=str(exc),
+                )
+                continue
+            if deleted:
+                log.info(
+                    "retention", topic=partition_log.topic, partition=partition_log.partition, segments=deleted
+                )
 
     async def _checkpoint_loop(self) -> None:
         """Every log.flush.offset.checkpoint.interval.ms: fsync everything (indexes too) and save recovery points,

@@ -21,6 +21,7 @@ class LogConfig:
     # and flushes sync duplicated descriptors), so the delay is not needed; kept for config compatibility.
     file_delete_delay_ms: int = 60000
     cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy: "delete", "compact" or both
+    delete_retention_ms: int = 86400000  # delete.retention.ms: how long compaction keeps a key's tombstone
 
     @property
     def deletes(self) -> bool:

@@ -47,6 +47,7 @@ from oncelog.protocol.records.batch import (
 )
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.checkpoint import fsync_dir
+from oncelog.storage.cleaner import CleanedGroup
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
     CorruptRecordError,
@@ -485,7 +486,7 @@ class PartitionLog:
             while (
                 i < len(candidates)
                 and upper_bounds[i] <= self.high_watermark
-                and now_ms - _largest_timestamp(candidates[i]) > self.config.retention_ms
+                and now_ms - candidates[i].largest_timestamp() > self.config.retention_ms
             ):
                 i += 1
         if self.config.retention_bytes >= 0:
@@ -511,6 +512,22 @@ class PartitionLog:
         self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
         self.producer_state.on_high_watermark(self.log_start_offset)
         return len(deletable)
+
+    # ------------------------------------------------------------------------------------------ compaction
+    def replace_segments(self, cleaned: CleanedGroup) -> None:
+        """Install a compacted segment (``storage.cleaner``) in place of the adjacent segments it was made from,
+        whose files are already gone; their objects are closed. Raises StorageError when they are no longer the
+        log's (the new segment is closed then; its files stay for the next load)."""
+        with self._lock:
+            segments = self._segments
+            old = cleaned.old
+            at = next((i for i, s in enumerate(segments) if s is old[0]), None)
+            if at is None or any(a is not b for a, b in zip(segments[at : at + len(old)], old, strict=False)):
+                cleaned.new.close()
+                raise StorageError(f"{self.topic}-{self.partition}: compacted segments changed meanwhile")
+            self._set_segments([*segments[:at], cleaned.new, *segments[at + len(old) :]])
+        for segment in old:
+            segment.close()
 
     # ------------------------------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> None:
@@ -662,13 +679,3 @@ def _stored_marker(segment: LogSegment, position: int, header: BatchHeader) -> E
         return read_end_txn_marker(segment.pread(header.size, position), 0, header)
     except InvalidRecordError:
         return None
-
-
-def _largest_timestamp(segment: LogSegment) -> int:
-    """The segment's largest batch timestamp, or its file's modification time when no batch carries one."""
-    if segment.max_timestamp >= 0:
-        return segment.max_timestamp
-    try:
-        return int(os.stat(segment.log_path).st_mtime * 1000)
-    except OSError as exc:
-        raise StorageError(str(exc)) from exc

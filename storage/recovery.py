@@ -1,7 +1,8 @@
 """Loading a partition directory's segments, with crash recovery (Kafka's LogLoader).
 
 Guarantees of ``load_segments``:
-- Leftover temporary files (``*.tmp``, ``*.cleaned``, ``*.swap``, ``*.deleted``) and index files without a
+- A compaction interrupted after its swap file was made durable is completed (``storage.cleaner``); other
+  leftover temporary files (``*.tmp``, ``*.cleaned``, ``*.swap``, ``*.deleted``) and index files without a
   ``.log`` are removed.
 - Clean shutdown: segment files are trusted; each segment's index files are sanity-checked and rebuilt when
   missing or corrupt.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oncelog.protocol.records.batch import BATCH_HEADER_SIZE, InvalidBatchError, parse_header, validate_batch
+from oncelog.storage.cleaner import complete_swaps
 from oncelog.storage.config import LogConfig
 from oncelog.storage.segment import (
     INDEX_SUFFIX,
@@ -112,6 +114,7 @@ def load_segments(
 ) -> LoadResult:
     """Open every segment in ``directory``, recovering as described in the module docstring."""
     result = LoadResult()
+    complete_swaps(directory)
     bases = sorted(_remove_strays(directory))
     segments = [LogSegment(directory, base, config) for base in bases]
     expected = 0

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from oncelog.protocol.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from oncelog.storage.config import LogConfig
+from oncelog.storage.errors import StorageError
 from oncelog.storage.faults import fault_point
 from oncelog.storage.index_file import IndexCorruptError, write_all
 from oncelog.storage.offset_index import OffsetIndex
@@ -252,6 +253,15 @@ class LogSegment:
     @property
     def is_empty(self) -> bool:
         return self.size == 0
+
+    def largest_timestamp(self) -> int:
+        """The largest batch timestamp, or the file's modification time when no batch carries one."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except OSError as exc:
+            raise StorageError(str(exc)) from exc
 
     def read_header(self, position: int) -> BatchHeader | None:
         """The header at ``position``, or None when fewer than a header's bytes remain."""

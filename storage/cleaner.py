@@ -1,0 +1,245 @@
+"""Log compaction of one partition (Kafka's LogCleaner), for logs whose cleanup.policy holds "compact".
+
+A pass covers the log's closed segments wholly below the high watermark (the cleanable range) and keeps, of every
+key, only its record with the highest offset there; a tombstone (null value) that is its key's latest goes too
+once its segment's newest timestamp is more than delete.retention.ms old. Offsets never change: kept records keep
+theirs, so readers see gaps. A rewritten batch keeps its base offset, compression, timestamp type and leader epoch.
+
+Kept whole, so that what is rebuilt from the log stays what it was:
+- batches with a producer id (idempotent or transactional data, markers): producer state and transactions are
+  rebuilt from them. A non-transactional one still makes earlier records of its keys obsolete; a transactional
+  one does not (it may be aborted);
+- records without a key (a compacted topic should hold none).
+
+Adjacent segments are merged into one, named after the first, while their sizes add up to at most segment.bytes;
+a segment with aborted-transaction index entries only ever starts a group (its ``.txnindex`` stays its own).
+
+Crash safety (``clean_group``): the cleaned data goes to ``<base>.log.cleaned``, is fsynced, then renamed to
+``<base>-<upper>.log.swap`` and the directory fsynced. From then on the swap is completed, by the pass or by the
+next load (``complete_swaps``): the files of the segments based in [base, upper) go, except the first one's
+``.txnindex`` (still right: its batches with producer ids were kept), and the swap becomes ``<base>.log``, whose
+indexes are rebuilt when it is opened. A crash before the rename leaves the old segments and a stray
+``.cleaned`` that loading removes. Nothing here touches the in-memory segment list: ``PartitionLog.replace_segments``
+installs the result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from oncelog.protocol.records.batch import BatchHeader
+from oncelog.protocol.records.codec import Record, decode_batch, encode_batch
+from oncelog.storage.checkpoint import fsync_dir
+from oncelog.storage.config import LogConfig
+from oncelog.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    file_name,
+)
+
+CLEANED_SUFFIX = ".log.cleaned"
+_SWAP_NAME = re.compile(r"^(\d{20})-(\d{20})\.log\.swap$")
+
+
+@dataclass(frozen=True)
+class CompactionPass:
+    """What ``clean_log`` did: the groups it rewrote and the end of the range it covered (the next pass waits for
+    a segment to close beyond it)."""
+
+    groups: list[CleanedGroup]
+    end: int
+
+
+@dataclass(frozen=True)
+class CleanedGroup:
+    """Adjacent segments ``old`` (the last one ending before ``upper``) rewritten as ``new`` on disk."""
+
+    old: list[LogSegment]
+    new: LogSegment
+    upper: int
+    records_removed: int
+
+
+def swap_path(directory: Path, base: int, upper: int) -> Path:
+    return directory / f"{base:020d}-{upper:020d}.log.swap"
+
+
+def cleanable_segments(segments: Sequence[LogSegment], high_watermark: int) -> list[LogSegment]:
+    """The closed segments whose every offset is below ``high_watermark``, oldest first."""
+    return [s for s, after in itertools.pairwise(segments) if after.base_offset <= high_watermark]
+
+
+def group_segments(segments: Sequence[LogSegment], segment_bytes: int) -> list[list[LogSegment]]:
+    """Split adjacent segments into groups to merge: at most ``segment_bytes`` together, offsets within one
+    segment's relative range, and a segment with aborted-transaction entries only at a group's start."""
+    groups: list[list[LogSegment]] = []
+    size = 0
+    for segment in segments:
+        current = groups[-1] if groups else None
+        if (
+            current is None
+            or size + segment.size > segment_bytes
+            or segment.next_offset - 1 - current[0].base_offset > MAX_RELATIVE_OFFSET
+            or segment.txn_index.entries
+        ):
+            groups.append([segment])
+            size = segment.size
+        else:
+            current.append(segment)
+            size += segment.size
+    return groups
+
+
+def iter_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every whole batch of the segment with its bytes."""
+    for pos, header in segment.iter_headers(0):
+        yield header, segment.pread(header.size, pos)
+
+
+def latest_offsets(segments: Sequence[LogSegment]) -> dict[bytes, int]:
+    """Each key's highest offset among the records that make earlier ones of their key obsolete."""
+    latest: dict[bytes, int] = {}
+    for segment in segments:
+        for header, data in iter_batches(segment):
+            if header.is_control or header.is_transactional:
+                continue
+            for record in decode_batch(data)[1]:
+                if record.key is not None:
+                    latest[record.key] = record.offset
+    return latest
+
+
+def _kept(records: list[Record], latest: dict[bytes, int], drop_tombstones: bool) -> list[Record]:
+    return [
+        r
+        for r in records
+        if r.key is None or (latest.get(r.key) == r.offset and not (r.value is None and drop_tombstones))
+    ]
+
+
+def _cleaned(segment: LogSegment, latest: dict[bytes, int], drop_tombstones: bool) -> Iterator[tuple[bytes, int]]:
+    """The segment's batches as they are kept, each with how many records it lost."""
+    for header, data in iter_batches(segment):
+        if header.has_producer_id:
+            yield data, 0
+            continue
+        records = decode_batch(data)[1]
+        kept = _kept(records, latest, drop_tombstones)
+        if len(kept) == len(records):
+            yield data, 0
+        elif kept:
+            rewritten = encode_batch(
+                kept,
+                base_offset=header.base_offset,
+                compression=header.compression,
+                timestamp_type=header.timestamp_type,
+                partition_leader_epoch=header.partition_leader_epoch,
+            )
+            yield rewritten, len(records) - len(kept)
+        else:
+            yield b"", len(records)
+
+
+def _loses_records(segment: LogSegment, latest: dict[bytes, int], drop_tombstones: bool) -> bool:
+    for header, data in iter_batches(segment):
+        if not header.has_producer_id:
+            records = decode_batch(data)[1]
+            if len(_kept(records, latest, drop_tombstones)) < len(records):
+                return True
+    return False
+
+
+def clean_log(
+    segments: Sequence[LogSegment], high_watermark: int, config: LogConfig, *, now_ms: int, first_dirty: int
+) -> CompactionPass:
+    """One compaction pass over ``segments`` (a snapshot of the log's list): nothing unless a closed segment
+    joined the cleanable range since ``first_dirty`` (the end of the previous pass). Rewrites the groups that merge
+    segments or lose records; a worker thread may run it, as it only reads the old segments and writes files.
+    Raises OSError, and StorageError when a segment's timestamp cannot be read."""
+    cleanable = cleanable_segments(segments, high_watermark)
+    next_base = {s.base_offset: after.base_offset for s, after in itertools.pairwise(segments)}
+    end = next_base[cleanable[-1].base_offset] if cleanable else first_dirty
+    if end <= first_dirty:
+        return CompactionPass([], first_dirty)
+    latest = latest_offsets(cleanable)
+    drop_tombstones = {
+        s.base_offset: now_ms - s.largest_timestamp() > config.delete_retention_ms for s in cleanable
+    }
+    groups = []
+    for group in group_segments(cleanable, config.segment_bytes):
+        first = group[0]
+        if len(group) == 1 and not _loses_records(first, latest, drop_tombstones[first.base_offset]):
+            continue
+        upper = next_base[group[-1].base_offset]
+        groups.append(clean_group(group, upper, latest, config=config, drop_tombstones=drop_tombstones))
+    return CompactionPass(groups, end)
+
+
+def clean_group(
+    group: list[LogSegment],
+    upper: int,
+    latest: dict[bytes, int],
+    *,
+    config: LogConfig,
+    drop_tombstones: dict[int, bool],
+) -> CleanedGroup:
+    """Rewrite ``group`` (adjacent segments, the last ending before ``upper``) as one segment on disk and open it.
+    ``drop_tombstones`` says per segment base offset whether its latest tombstones go. Raises OSError; the old
+    segments' objects stay usable for reads either way."""
+    directory = group[0].directory
+    base = group[0].base_offset
+    cleaned = directory / file_name(base, CLEANED_SUFFIX)
+    removed = 0
+    fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for segment in group:
+            for data, lost in _cleaned(segment, latest, drop_tombstones[segment.base_offset]):
+                removed += lost
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    swap = swap_path(directory, base, upper)
+    os.rename(cleaned, swap)
+    fsync_dir(directory)
+    complete_swap(swap, base, upper)
+    new = LogSegment(directory, base, config)
+    new.load()  # its index files are gone: rebuilt here; its .txnindex is the first segment's
+    return CleanedGroup(group, new, upper, removed)
+
+
+def complete_swap(swap: Path, base: int, upper: int) -> None:
+    """Replace the segments based in [base, upper) with the swap file (see the module docstring)."""
+    directory = swap.parent
+    for path in directory.iterdir():
+        stem, dot, suffix = path.name.partition(".")
+        if not stem.isdigit() or not dot or not base <= int(stem) < upper:
+            continue
+        suffix = "." + suffix
+        keep = int(stem) == base and suffix == TXN_INDEX_SUFFIX
+        if suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and not keep:
+            path.unlink(missing_ok=True)
+    os.rename(swap, directory / file_name(base, LOG_SUFFIX))
+    fsync_dir(directory)
+
+
+def complete_swaps(directory: Path) -> int:
+    """Finish the compactions a crash interrupted after their swap file was durable; returns how many."""
+    done = 0
+    for path in sorted(directory.iterdir()):
+        match = _SWAP_NAME.match(path.name)
+        if match is not None:
+            complete_swap(path, int(match.group(1)), int(match.group(2)))
+            done += 1
+    return done

@@ -1,0 +1,92 @@
+"""Compaction in a running broker: a compacted topic keeps each key's latest record through passes and restarts,
+and ``__transaction_state`` compacted under the coordinator loads back the same transactional ids."""
+
+from __future__ import annotations
+
+import trio
+from oncelog.broker.metadata import INTERNAL_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC
+from oncelog.protocol import ApiKey, ErrorCode
+from oncelog.protocol.records import SimpleRecord, encode_batch, iter_records
+
+from .helpers import create_topic_body, fetch_body, produce_body
+from .test_transactions import _add, _init_ok
+
+FAST_CLEANER = {"log_cleaner_backoff_ms": "20"}
+
+
+async def _read_all(client, topic: str) -> list[tuple[int, bytes, bytes]]:
+    out: list[tuple[int, bytes, bytes]] = []
+    offset = 0
+    while True:
+        body = fetch_body(topic, 0, offset, max_bytes=1 << 20, partition_max_bytes=1 << 20)
+        partition = (await client.request(ApiKey.FETCH, 11, body)).responses[0].partitions[0]
+        assert partition.error_code == ErrorCode.NONE
+        records = [(r.offset, r.key, r.value) for _, r in iter_records(partition.records or b"") if r.offset >= offset]
+        if not records:
+            return out
+        out += records
+        offset = records[-1][0] + 1
+
+
+async def _wait_compacted(broker, topic: str, partition: int, most_segments: int) -> None:
+    with trio.fail_after(10):
+        while len(broker.node.logs.get(topic, partition).segments) > most_segments:
+            await trio.sleep(0.02)
+
+
+async def test_a_compacted_topic_keeps_each_keys_latest_value(start_broker, tmp_path) -> None:
+    data = tmp_path / "compact-data"
+    broker = await start_broker(data, **FAST_CLEANER)
+    client = await broker.connect()
+    configs = {"cleanup.policy": "compact", "segment.bytes": "1024"}
+    created = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("table", configs=configs))
+    assert created.topics[0].error_code == ErrorCode.NONE
+    written = []
+    for i in range(300):
+        key, value = b"key-%d" % (i % 7), b"value-%d" % i
+        records = encode_batch([SimpleRecord(key, value)])
+        response = await client.request(ApiKey.PRODUCE, 7, produce_body("table", 0, records))
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        written.append((response.responses[0].partition_responses[0].base_offset, key, value))
+    # 300 records of ~80 bytes filled ~24 segments of 1 KiB; passes keep merging the closed ones as they shrink.
+    active_base = broker.node.logs.get("table", 0).active_segment.base_offset
+    last_closed = {key: offset for offset, key, _ in written if offset < active_base}
+    want = [r for r in written if r[0] >= active_base or last_closed[r[1]] == r[0]]
+    with trio.fail_after(10):
+        while (read := await _read_all(client, "table")) != want:
+            await trio.sleep(0.02)
+    await _wait_compacted(broker, "table", 0, most_segments=4)
+    await broker.stop()
+
+    broker = await start_broker(data, **FAST_CLEANER)
+    client = await broker.connect()
+    assert await _read_all(client, "table") == read
+
+
+async def test_transaction_state_compacted_loads_the_same_ids(start_broker, tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(INTERNAL_TOPIC_CONFIGS[TRANSACTION_STATE_TOPIC], "segment.bytes", "2048")
+    data = tmp_path / "txn-compact-data"
+    settings = {**FAST_CLEANER, "transaction_state_log_num_partitions": "1"}
+    broker = await start_broker(data, **settings)
+    client = await broker.connect()
+    await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("orders"))
+    ids = {}
+    for txn in ("writer-a", "writer-b", "writer-c"):
+        ids[txn] = await _init_ok(client, txn)
+    for _round in range(25):
+        for txn, (pid, epoch) in ids.items():
+            assert await _add(client, pid, epoch, [("orders", 0)], txn=txn) == {("orders", 0): ErrorCode.NONE}
+            # EndTxn v5 bumps the epoch each time, so only each id's latest state record holds its epoch.
+            body = {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch, "committed": False}
+            ended = await client.request(ApiKey.END_TXN, 5, body)
+            assert (ended.error_code, ended.producer_id) == (ErrorCode.NONE, pid)
+            ids[txn] = (pid, ended.producer_epoch)
+    # 150 state records of ~100 bytes filled ~8 segments of 2 KiB.
+    assert broker.node.logs.get(TRANSACTION_STATE_TOPIC, 0).log_end_offset >= 150
+    await _wait_compacted(broker, TRANSACTION_STATE_TOPIC, 0, most_segments=3)
+    await broker.stop()
+
+    broker = await start_broker(data, **settings)
+    client = await broker.connect()
+    for txn, (pid, epoch) in ids.items():
+        assert await _init_ok(client, txn) == (pid, epoch + 1)  # each id's latest state survived compaction

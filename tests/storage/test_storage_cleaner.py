@@ -1,0 +1,243 @@
+"""Log compaction (storage.cleaner): what a pass keeps, that offsets and reads survive it, and that a crash at any
+step leaves either the old segments or the compacted ones, never a mix."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_records
+from oncelog.storage import cleaner
+from oncelog.storage.append_origin import AppendOrigin
+from oncelog.storage.config import LogConfig
+from oncelog.storage.log import PartitionLog
+from support.killed_log import crash
+
+COMPACT = LogConfig(segment_bytes=1200, index_interval_bytes=200, cleanup_policy=("compact",))
+DAY_MS = 86_400_000
+NOW_MS = 10 * DAY_MS
+
+
+def append(log: PartitionLog, records: list[tuple[bytes | None, bytes | None]], ts: int = NOW_MS, **batch) -> int:
+    """Append one batch of (key, value) records; its first offset."""
+    data = encode_batch([SimpleRecord(k, v, (), ts) for k, v in records], **batch)
+    origin = AppendOrigin.COORDINATOR if batch.get("transactional") else AppendOrigin.CLIENT
+    return log.append(data, now_ms=ts, origin=origin).first_offset
+
+
+def contents(log: PartitionLog, start: int | None = None) -> list[tuple[int, bytes | None, bytes | None]]:
+    data = log.read(log.log_start_offset if start is None else start, 1 << 30, min_one_batch=True)
+    return [(r.offset, r.key, r.value) for _, r in iter_records(data)]
+
+
+def compact(log: PartitionLog, *, now_ms: int = NOW_MS, first_dirty: int = 0) -> list[cleaner.CleanedGroup]:
+    """One pass, installed; the groups it rewrote."""
+    log.update_high_watermark(log.log_end_offset)
+    done = cleaner.clean_log(log.segments, log.high_watermark, log.config, now_ms=now_ms, first_dirty=first_dirty)
+    for group in done.groups:
+        log.replace_segments(group)
+    return done.groups
+
+
+def expected_after(
+    written: list[tuple[int, bytes | None, bytes | None]], cleanable_end: int
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """The model: below ``cleanable_end`` only each key's latest record there (and key-less ones) stays."""
+    latest = {key: offset for offset, key, _ in written if offset < cleanable_end and key is not None}
+    return [
+        (offset, key, value)
+        for offset, key, value in written
+        if offset >= cleanable_end or key is None or latest[key] == offset
+    ]
+
+
+def files(log: PartitionLog) -> set[str]:
+    return {p.name for p in log.directory.iterdir() if not p.name.endswith(".snapshot")}
+
+
+def segment_files(log: PartitionLog) -> set[str]:
+    suffixes = (".log", ".index", ".timeindex", ".txnindex")
+    return {f"{s.base_offset:020d}{suffix}" for s in log.segments for suffix in suffixes}
+
+
+def write_random(log: PartitionLog, batches: int, seed: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    rng = random.Random(seed)
+    written = []
+    for _ in range(batches):
+        records = []
+        for _ in range(rng.randint(1, 4)):
+            key = None if rng.random() < 0.05 else f"key-{rng.randrange(12)}".encode()
+            records.append((key, f"value-{rng.random():.6f}".encode()))
+        first = append(log, records, compression=rng.choice((0, 1)))
+        written += [(first + i, k, v) for i, (k, v) in enumerate(records)]
+    return written
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_pass_keeps_each_keys_latest_record_at_its_offset(tmp_path: Path, seed: int) -> None:
+    log = PartitionLog.open(tmp_path / "c-0", COMPACT)
+    written = write_random(log, 150, seed)
+    segments_before = len(log.segments)
+    active_base = log.active_segment.base_offset
+
+    done = compact(log)
+
+    assert done and sum(g.records_removed for g in done) > 0
+    want = expected_after(written, active_base)
+    assert contents(log) == want
+    assert len(log.segments) == segments_before  # groups are sized by what the segments held before the pass
+    compact(log)  # the next pass merges the shrunken segments
+    assert contents(log) == want
+    assert len(log.segments) < segments_before / 2
+    assert log.log_end_offset == written[-1][0] + 1
+    assert files(log) == segment_files(log)  # no stray .cleaned / .swap, no file of a merged segment
+    # A read from an offset that went starts at the next record kept.
+    gone = next(o for o, _, _ in written if o not in {w[0] for w in want})
+    assert contents(log, gone)[0][0] == min(o for o, _, _ in want if o > gone)
+    # The files are the log: a recovery from scratch and a trusted reload read the same.
+    log.close()
+    for clean in (False, True):
+        again = PartitionLog.open(log.directory, COMPACT, recovery_point=0, clean_shutdown=clean)
+        assert contents(again) == want
+        again.close()
+
+
+def test_a_second_pass_waits_for_a_newly_closed_segment(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "c-0", COMPACT)
+    write_random(log, 100, seed=7)
+    first = compact(log)
+    upper = first[-1].upper
+    assert compact(log, first_dirty=upper) == []  # nothing closed since
+    while log.active_segment.base_offset == upper:
+        append(log, [(b"key-1", b"more")])
+    assert compact(log, first_dirty=upper) != []
+
+
+def test_tombstones_go_once_older_than_delete_retention(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", COMPACT)
+    append(log, [(b"a", b"1"), (b"b", b"1")], ts=NOW_MS - 2 * DAY_MS)
+    append(log, [(b"a", None)], ts=NOW_MS - 2 * DAY_MS)  # the tombstone of a
+    log.roll()
+    append(log, [(b"c", b"1")])
+
+    compact(log, now_ms=NOW_MS - 2 * DAY_MS + 1000)  # the tombstone is new: it stays, the record it deletes goes
+    assert contents(log) == [(1, b"b", b"1"), (2, b"a", None), (3, b"c", b"1")]
+    compact(log, now_ms=NOW_MS)  # older than delete.retention.ms (1 day): gone
+    assert contents(log) == [(1, b"b", b"1"), (3, b"c", b"1")]
+
+
+def test_batches_with_a_producer_id_stay_whole(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "p-0", COMPACT)
+    append(log, [(b"a", b"plain"), (b"b", b"plain"), (b"c", b"plain")])
+    append(log, [(b"a", b"idempotent"), (b"x", b"idempotent")], producer_id=7, producer_epoch=0, base_sequence=0)
+    append(log, [(b"c", b"transactional")], producer_id=8, producer_epoch=0, base_sequence=0, transactional=True)
+    append(log, [(b"x", b"plain"), (b"b", b"plain-2")])
+    log.roll()
+    append(log, [(b"z", b"active")])
+
+    compact(log)
+
+    assert contents(log) == [
+        (2, b"c", b"plain"),  # a transactional write may be aborted: it does not make c's plain record obsolete
+        (3, b"a", b"idempotent"),  # an idempotent write does make a's obsolete, and its batch stays whole
+        (4, b"x", b"idempotent"),
+        (5, b"c", b"transactional"),
+        (6, b"x", b"plain"),
+        (7, b"b", b"plain-2"),
+        (8, b"z", b"active"),
+    ]
+    assert log.producer_state.last_entry(7) is not None
+
+
+def _prepare(tmp_path: Path) -> tuple[PartitionLog, list, list]:
+    log = PartitionLog.open(tmp_path / "k-0", COMPACT)
+    written = write_random(log, 120, seed=11)
+    log.flush()
+    return log, written, expected_after(written, log.active_segment.base_offset)
+
+
+def test_a_crash_before_the_swap_is_durable_keeps_the_old_segments(tmp_path: Path, monkeypatch) -> None:
+    log, written, _ = _prepare(tmp_path)
+
+    def crash_at_rename(src, dst):
+        raise OSError("killed before the rename")
+
+    monkeypatch.setattr(cleaner.os, "rename", crash_at_rename)
+    with pytest.raises(OSError, match="killed"):
+        compact(log)
+    monkeypatch.undo()
+    assert any(name.endswith(".log.cleaned") for name in files(log))
+    crash(log)
+
+    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    assert contents(again) == written
+    assert files(again) == segment_files(again)
+
+
+@pytest.mark.parametrize("files_removed", [0, 1, 2, 5, 30])
+def test_a_crash_after_the_swap_is_durable_completes_it_on_load(tmp_path: Path, monkeypatch, files_removed) -> None:
+    """Killed inside ``complete_swap`` after it removed ``files_removed`` of the old segments' files."""
+    log, written, want = _prepare(tmp_path)
+    unlink = Path.unlink
+    removed = []
+
+    def unlink_then_die(path: Path, missing_ok: bool = False) -> None:
+        if len(removed) == files_removed:
+            raise OSError("killed while completing the swap")
+        removed.append(path)
+        unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink_then_die)
+    with pytest.raises(OSError, match="killed"):
+        compact(log)
+    monkeypatch.undo()
+    [swap] = [name for name in files(log) if name.endswith(".log.swap")]
+    upper = int(swap.removesuffix(".log.swap").split("-")[1])
+    crash(log)
+
+    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    assert files(again) == segment_files(again)
+    # The interrupted group and those before it are compacted; the pass never reached the later ones.
+    assert contents(again) == [r for r in want if r[0] < upper] + [r for r in written if r[0] >= upper]
+
+
+def test_a_segment_with_aborted_transactions_keeps_its_index(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "a-0", LogConfig(segment_bytes=400, cleanup_policy=("compact",)))
+    for i in range(6):
+        append(log, [(b"k", b"plain %d" % i)])
+    txn = dict(producer_id=9, producer_epoch=0, transactional=True)
+    append(log, [(b"t", b"aborted")], base_sequence=0, **txn)
+    marker = encode_batch([SimpleRecord(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", (), NOW_MS)],
+                          producer_id=9, producer_epoch=0, transactional=True, control=True)  # fmt: skip
+    log.append(marker, now_ms=NOW_MS, origin=AppendOrigin.COORDINATOR)
+    for i in range(6):
+        append(log, [(b"k", b"later %d" % i)])
+    aborted_before = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert aborted_before
+
+    compact(log)
+
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == aborted_before
+    log.close()
+    again = PartitionLog.open(log.directory, log.config, clean_shutdown=True)
+    assert again.collect_aborted_transactions(0, again.log_end_offset) == aborted_before
+    assert [v for _, k, v in contents(again) if k == b"t"] == [b"aborted"]
+
+
+def test_an_emptied_segment_stays_empty_and_reads_go_past_it(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "e-0", COMPACT)
+    for i in range(40):
+        append(log, [(b"same", b"%d" % i)])
+    log.roll()
+    append(log, [(b"same", b"last")])
+    log.roll()
+    append(log, [(b"other", b"active")])
+    compact(log)
+    assert contents(log) == [(40, b"same", b"last"), (41, b"other", b"active")]
+    assert contents(log, 0) == contents(log, 40)
+    assert os.path.getsize(log.segments[0].log_path) == 0
+    log.close()
+    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    assert contents(again, 0) == [(40, b"same", b"last"), (41, b"other", b"active")]
