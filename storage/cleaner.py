@@ -8,7 +8,7 @@ theirs, so readers see gaps. A rewritten batch keeps its base offset, compressio
 Kept whole, so that what is rebuilt from the log stays what it was:
 - batches with a producer id (idempotent or transactional data, markers): producer state and transactions are
   rebuilt from them. A non-transactional one still makes earlier records of its keys obsolete; a transactional
-  one does not (it may be aborted);
+  one does not (it may be aborted). A tombstone of a key such a batch holds stays, or that record would come back;
 - records without a key (a compacted topic should hold none).
 
 Adjacent segments are merged into one, named after the first, while their sizes add up to at most segment.bytes;
@@ -105,35 +105,49 @@ def iter_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
         yield header, segment.pread(header.size, pos)
 
 
-def latest_offsets(segments: Sequence[LogSegment]) -> dict[bytes, int]:
-    """Each key's highest offset among the records that make earlier ones of their key obsolete."""
+@dataclass(frozen=True)
+class KeyIndex:
+    """What a pass knows of the cleanable range's keys."""
+
+    #: Each key's highest offset among the records that make earlier ones of their key obsolete.
+    latest: dict[bytes, int]
+    #: Keys with a record in a batch kept whole: their tombstones stay, or that record would outlive them.
+    pinned: frozenset[bytes]
+
+    def keeps(self, record: Record, drop_tombstones: bool) -> bool:
+        key = record.key
+        if key is None:
+            return True
+        if self.latest.get(key) != record.offset:
+            return False
+        return record.value is not None or not drop_tombstones or key in self.pinned
+
+
+def index_keys(segments: Sequence[LogSegment]) -> KeyIndex:
     latest: dict[bytes, int] = {}
+    pinned: set[bytes] = set()
     for segment in segments:
         for header, data in iter_batches(segment):
-            if header.is_control or header.is_transactional:
+            if header.is_control:
                 continue
             for record in decode_batch(data)[1]:
-                if record.key is not None:
+                if record.key is None:
+                    continue
+                if header.has_producer_id:
+                    pinned.add(record.key)
+                if not header.is_transactional:
                     latest[record.key] = record.offset
-    return latest
+    return KeyIndex(latest, frozenset(pinned))
 
 
-def _kept(records: list[Record], latest: dict[bytes, int], drop_tombstones: bool) -> list[Record]:
-    return [
-        r
-        for r in records
-        if r.key is None or (latest.get(r.key) == r.offset and not (r.value is None and drop_tombstones))
-    ]
-
-
-def _cleaned(segment: LogSegment, latest: dict[bytes, int], drop_tombstones: bool) -> Iterator[tuple[bytes, int]]:
+def _cleaned(segment: LogSegment, keys: KeyIndex, drop_tombstones: bool) -> Iterator[tuple[bytes, int]]:
     """The segment's batches as they are kept, each with how many records it lost."""
     for header, data in iter_batches(segment):
         if header.has_producer_id:
             yield data, 0
             continue
         records = decode_batch(data)[1]
-        kept = _kept(records, latest, drop_tombstones)
+        kept = [r for r in records if keys.keeps(r, drop_tombstones)]
         if len(kept) == len(records):
             yield data, 0
         elif kept:
@@ -149,13 +163,11 @@ def _cleaned(segment: LogSegment, latest: dict[bytes, int], drop_tombstones: boo
             yield b"", len(records)
 
 
-def _loses_records(segment: LogSegment, latest: dict[bytes, int], drop_tombstones: bool) -> bool:
-    for header, data in iter_batches(segment):
-        if not header.has_producer_id:
-            records = decode_batch(data)[1]
-            if len(_kept(records, latest, drop_tombstones)) < len(records):
-                return True
-    return False
+def _loses_records(segment: LogSegment, keys: KeyIndex, drop_tombstones: bool) -> bool:
+    return any(
+        not header.has_producer_id and not all(keys.keeps(r, drop_tombstones) for r in decode_batch(data)[1])
+        for header, data in iter_batches(segment)
+    )
 
 
 def clean_log(
@@ -170,24 +182,24 @@ def clean_log(
     end = next_base[cleanable[-1].base_offset] if cleanable else first_dirty
     if end <= first_dirty:
         return CompactionPass([], first_dirty)
-    latest = latest_offsets(cleanable)
+    keys = index_keys(cleanable)
     drop_tombstones = {
         s.base_offset: now_ms - s.largest_timestamp() > config.delete_retention_ms for s in cleanable
     }
     groups = []
     for group in group_segments(cleanable, config.segment_bytes):
         first = group[0]
-        if len(group) == 1 and not _loses_records(first, latest, drop_tombstones[first.base_offset]):
+        if len(group) == 1 and not _loses_records(first, keys, drop_tombstones[first.base_offset]):
             continue
         upper = next_base[group[-1].base_offset]
-        groups.append(clean_group(group, upper, latest, config=config, drop_tombstones=drop_tombstones))
+        groups.append(clean_group(group, upper, keys, config=config, drop_tombstones=drop_tombstones))
     return CompactionPass(groups, end)
 
 
 def clean_group(
     group: list[LogSegment],
     upper: int,
-    latest: dict[bytes, int],
+    keys: KeyIndex,
     *,
     config: LogConfig,
     drop_tombstones: dict[int, bool],
@@ -202,7 +214,7 @@ def clean_group(
     fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for segment in group:
-            for data, lost in _cleaned(segment, latest, drop_tombstones[segment.base_offset]):
+            for data, lost in _cleaned(segment, keys, drop_tombstones[segment.base_offset]):
                 removed += lost
                 view = memoryview(data)
                 while view:

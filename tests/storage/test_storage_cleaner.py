@@ -128,6 +128,21 @@ def test_tombstones_go_once_older_than_delete_retention(tmp_path: Path) -> None:
     assert contents(log) == [(1, b"b", b"1"), (3, b"c", b"1")]
 
 
+def test_a_tombstone_stays_while_a_batch_kept_whole_holds_its_key(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "g-0", COMPACT)
+    old = NOW_MS - 2 * DAY_MS
+    append(log, [(b"g", b"committed offset")], ts=old, producer_id=5, producer_epoch=0, base_sequence=0,
+           transactional=True)  # fmt: skip
+    append(log, [(b"g", None), (b"h", b"1")], ts=old)  # g's tombstone: older than delete.retention.ms
+    append(log, [(b"h", None)], ts=old)  # h's: nothing else holds h
+    log.roll()
+    append(log, [(b"z", b"active")])
+
+    compact(log)
+
+    assert contents(log) == [(0, b"g", b"committed offset"), (1, b"g", None), (4, b"z", b"active")]
+
+
 def test_batches_with_a_producer_id_stay_whole(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "p-0", COMPACT)
     append(log, [(b"a", b"plain"), (b"b", b"plain"), (b"c", b"plain")])
