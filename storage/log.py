@@ -45,6 +45,7 @@ from oncelog.protocol.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from oncelog.protocol.records.codec import decode_batch
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.cleaner import CleanedGroup
@@ -251,6 +252,10 @@ class PartitionLog:
                 raise InvalidRecordError("record count does not match the last offset delta")
             if header.is_control and origin is AppendOrigin.CLIENT:
                 raise InvalidRecordError(f"Clients are not allowed to write control records to {self.directory.name}")
+            if self.config.compacts and not header.is_control and _has_keyless_record(buf, pos):
+                raise InvalidRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition {self.directory.name}."
+                )
             headers.append((pos, header))
             pos += header.size
         return headers
@@ -653,6 +658,14 @@ class PartitionLog:
             shutil.rmtree(self.directory)
         with contextlib.suppress(OSError):
             fsync_dir(self.directory.parent)
+
+
+def _has_keyless_record(buf: bytearray, pos: int) -> bool:
+    """Whether the (validated) batch at ``pos`` holds a record without a key: what a compacted log refuses."""
+    try:
+        return any(record.key is None for record in decode_batch(buf, pos)[1])
+    except InvalidBatchError as exc:
+        raise InvalidRecordError(str(exc)) from exc
 
 
 def _whole_batches(data: bytes, max_offset: int | None) -> tuple[int, bool]:

@@ -12,6 +12,7 @@ from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_reco
 from oncelog.storage import cleaner
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.config import LogConfig
+from oncelog.storage.errors import InvalidRecordError
 from oncelog.storage.log import PartitionLog
 from support.killed_log import crash
 
@@ -68,8 +69,9 @@ def write_random(log: PartitionLog, batches: int, seed: int) -> list[tuple[int, 
     for _ in range(batches):
         records = []
         for _ in range(rng.randint(1, 4)):
-            key = None if rng.random() < 0.05 else f"key-{rng.randrange(12)}".encode()
-            records.append((key, f"value-{rng.random():.6f}".encode()))
+            key = f"key-{rng.randrange(12)}".encode()
+            value = None if rng.random() < 0.05 else f"value-{rng.random():.6f}".encode()  # a new tombstone stays
+            records.append((key, value))
         first = append(log, records, compression=rng.choice((0, 1)))
         written += [(first + i, k, v) for i, (k, v) in enumerate(records)]
     return written
@@ -256,3 +258,13 @@ def test_an_emptied_segment_stays_empty_and_reads_go_past_it(tmp_path: Path) -> 
     log.close()
     again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
     assert contents(again, 0) == [(40, b"same", b"last"), (41, b"other", b"active")]
+
+
+def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "n-0", COMPACT)
+    append(log, [(b"k", b"1")])
+    with pytest.raises(InvalidRecordError, match="without key"):
+        append(log, [(b"k", b"2"), (None, b"no key")], compression=1)
+    assert contents(log) == [(0, b"k", b"1")]  # nothing of the refused batch was written
+    plain = PartitionLog.open(tmp_path / "d-0", LogConfig())
+    append(plain, [(None, b"fine here")])
