@@ -1,24 +1,36 @@
-"""The broker's compaction task: every ``log.cleaner.backoff.ms``, a ``storage.cleaner`` pass over each log whose
-cleanup.policy holds "compact" and that closed a segment since its last pass, in a worker thread.
+"""The broker's compaction task: every ``log.cleaner.backoff.ms``, a compaction pass over each log whose
+cleanup.policy holds "compact" and that closed a segment since its last pass.
 
-Guaranteed: a pass never overlaps another or the retention sweep (both hold the node's housekeeping lock), and its
-result is installed in the same shielded step, so a stopping broker never leaves the files and the segment list
-apart. A failed pass is logged and tried again at the next look; the broker keeps serving.
+The pass itself (``storage.cleaner``) runs in a child process (``storage.cleaner_process``), so that decoding every
+record of the range never holds this process's GIL; the broker then opens the new segments in a worker thread and
+installs them. Guaranteed: a pass never overlaps another or the retention sweep (both hold the node's housekeeping
+lock). A failed pass is logged and its log is not compacted again until the broker restarts (a failure may leave an
+interrupted compaction that only loading completes); the broker keeps serving. A broker stopped during a pass kills
+the child: the files are then as a crash leaves them, and the next load sorts them out.
 """
 
 from __future__ import annotations
 
-import functools
+import json
+import subprocess
+import sys
 
 import structlog
 import trio
 from oncelog.broker.clock import now_ms
-from oncelog.storage.cleaner import CompactionPass, clean_log
+from oncelog.storage.cleaner import CleanedGroup, compaction_range, open_cleaned
+from oncelog.storage.cleaner_process import job_for
 from oncelog.storage.errors import StorageError
 from oncelog.storage.log import PartitionLog
 from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
+
+_CHILD = [sys.executable, "-m", "oncelog.storage.cleaner_process"]
+
+
+class CompactionFailed(Exception):
+    """A pass did not complete; its log is left alone until the next start."""
 
 
 class LogCompactor:
@@ -30,6 +42,7 @@ class LogCompactor:
         self._backoff_s = backoff_ms / 1000
         #: Per log, the end of the range its last pass covered (0: none yet, e.g. after a restart).
         self._first_dirty: dict[PartitionLog, int] = {}
+        self._failed: set[PartitionLog] = set()
 
     async def run(self) -> None:
         while True:
@@ -37,57 +50,64 @@ class LogCompactor:
             await self.compact_all()
 
     async def compact_all(self) -> None:
-        """One pass over every compacted log, one log at a time."""
-        compacted = [p for p in self._logs.all_logs().values() if p.config.compacts]
+        """One look at every compacted log, one log at a time."""
+        compacted = [p for p in self._logs.all_logs().values() if p.config.compacts and p not in self._failed]
         self._first_dirty = {p: self._first_dirty.get(p, 0) for p in compacted}  # deleted logs are forgotten
         for partition_log in compacted:
             async with self._housekeeping:
-                await self._compact(partition_log)
-
-    async def _compact(self, partition_log: PartitionLog) -> None:
-        done = await self._pass(partition_log, self._first_dirty[partition_log])
-        if done is not None and done.groups:
-            # Groups are sized by what their segments held before the pass: merge what it shrank right away.
-            await self._pass(partition_log, first_dirty=0)
-
-    async def _pass(self, partition_log: PartitionLog, first_dirty: int) -> CompactionPass | None:
-        """One pass, installed; None when it failed (logged)."""
-        clean = functools.partial(
-            clean_log,
-            list(partition_log.segments),
-            partition_log.high_watermark,
-            partition_log.config,
-            now_ms=now_ms(),
-            first_dirty=first_dirty,
-        )
-        failure: Exception | None = None
-        with trio.CancelScope(shield=True):
-            try:
-                done = await trio.to_thread.run_sync(clean)
-            except (OSError, StorageError) as exc:
-                done, failure = None, exc
-            current = self._logs.get(partition_log.topic, partition_log.partition) is partition_log
-            for group in done.groups if done is not None else ():
-                if not current:  # deleted meanwhile
-                    group.new.close()
-                    continue
                 try:
-                    partition_log.replace_segments(group)
-                except StorageError as exc:
-                    failure = exc
-        if failure is not None or done is None:
-            log.error(
-                "compaction_failed", topic=partition_log.topic, partition=partition_log.partition, error=str(failure)
-            )
-            return None
-        self._first_dirty[partition_log] = max(done.end, self._first_dirty.get(partition_log, 0))
-        if done.groups:
+                    await self._pass(partition_log, self._first_dirty[partition_log])
+                except (CompactionFailed, OSError, StorageError) as exc:
+                    self._failed.add(partition_log)
+                    log.error(
+                        "compaction_failed",
+                        topic=partition_log.topic,
+                        partition=partition_log.partition,
+                        error=str(exc),
+                    )
+
+    async def _pass(self, partition_log: PartitionLog, first_dirty: int) -> None:
+        """One pass, installed."""
+        segments = list(partition_log.segments)
+        found = compaction_range(segments, partition_log.high_watermark, first_dirty)
+        if found is None:
+            return
+        cleanable, end = found
+        bases = [s.base_offset for s in cleanable]
+        job = job_for(partition_log.directory, bases, end, now_ms(), partition_log.config)
+        child = await trio.run_process(_CHILD, stdin=job, capture_stdout=True, capture_stderr=True, check=False)
+        if child.returncode != 0:
+            raise CompactionFailed(child.stderr.decode(errors="replace").strip()[-2000:])
+        reported = [tuple(group) for group in _report(child)]
+        groups = await trio.to_thread.run_sync(open_cleaned, cleanable, reported, partition_log.config)
+        self._install(partition_log, groups)
+        self._first_dirty[partition_log] = max(end, self._first_dirty.get(partition_log, 0))
+        if groups:
             log.info(
                 "compacted",
                 topic=partition_log.topic,
                 partition=partition_log.partition,
-                segments=sum(len(g.old) for g in done.groups),
-                into=len(done.groups),
-                records_removed=sum(g.records_removed for g in done.groups),
+                segments=sum(len(g.old) for g in groups),
+                into=len(groups),
+                records_removed=sum(g.records_removed for g in groups),
             )
-        return done
+
+    def _install(self, partition_log: PartitionLog, groups: list[CleanedGroup]) -> None:
+        if self._logs.get(partition_log.topic, partition_log.partition) is not partition_log:  # deleted meanwhile
+            for group in groups:
+                group.new.close()
+            return
+        for i, group in enumerate(groups):
+            try:
+                partition_log.replace_segments(group)
+            except StorageError:
+                for rest in groups[i + 1 :]:
+                    rest.new.close()
+                raise
+
+
+def _report(child: subprocess.CompletedProcess[bytes]) -> list[list[int]]:
+    try:
+        return json.loads(child.stdout)["groups"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CompactionFailed(f"unreadable report from the compaction process: {exc}") from None

@@ -11,7 +11,7 @@ Kept whole, so that what is rebuilt from the log stays what it was:
   one does not (it may be aborted). A tombstone of a key such a batch holds stays, or that record would come back;
 - records without a key (a compacted topic should hold none).
 
-Adjacent segments are merged into one, named after the first, while their sizes add up to at most segment.bytes;
+Adjacent segments are merged into one, named after the first, while what they keep adds up to at most segment.bytes;
 a segment with aborted-transaction index entries only ever starts a group (its ``.txnindex`` stays its own).
 
 Crash safety (``clean_group``): the cleaned data goes to ``<base>.log.cleaned``, is fsynced, then renamed to
@@ -51,15 +51,6 @@ _SWAP_NAME = re.compile(r"^(\d{20})-(\d{20})\.log\.swap$")
 
 
 @dataclass(frozen=True)
-class CompactionPass:
-    """What ``clean_log`` did: the groups it rewrote and the end of the range it covered (the next pass waits for
-    a segment to close beyond it)."""
-
-    groups: list[CleanedGroup]
-    end: int
-
-
-@dataclass(frozen=True)
 class CleanedGroup:
     """Adjacent segments ``old`` (the last one ending before ``upper``) rewritten as ``new`` on disk."""
 
@@ -78,24 +69,28 @@ def cleanable_segments(segments: Sequence[LogSegment], high_watermark: int) -> l
     return [s for s, after in itertools.pairwise(segments) if after.base_offset <= high_watermark]
 
 
-def group_segments(segments: Sequence[LogSegment], segment_bytes: int) -> list[list[LogSegment]]:
-    """Split adjacent segments into groups to merge: at most ``segment_bytes`` together, offsets within one
-    segment's relative range, and a segment with aborted-transaction entries only at a group's start."""
+def group_segments(
+    segments: Sequence[LogSegment], sizes: dict[int, int], segment_bytes: int
+) -> list[list[LogSegment]]:
+    """Split adjacent segments into groups to merge: at most ``segment_bytes`` together by ``sizes`` (bytes each
+    keeps, by base offset), offsets within one segment's relative range, and a segment with aborted-transaction
+    entries only at a group's start."""
     groups: list[list[LogSegment]] = []
     size = 0
     for segment in segments:
         current = groups[-1] if groups else None
+        kept = sizes[segment.base_offset]
         if (
             current is None
-            or size + segment.size > segment_bytes
+            or size + kept > segment_bytes
             or segment.next_offset - 1 - current[0].base_offset > MAX_RELATIVE_OFFSET
             or segment.txn_index.entries
         ):
             groups.append([segment])
-            size = segment.size
+            size = kept
         else:
             current.append(segment)
-            size += segment.size
+            size += kept
     return groups
 
 
@@ -163,37 +158,51 @@ def _cleaned(segment: LogSegment, keys: KeyIndex, drop_tombstones: bool) -> Iter
             yield b"", len(records)
 
 
-def _loses_records(segment: LogSegment, keys: KeyIndex, drop_tombstones: bool) -> bool:
-    return any(
-        not header.has_producer_id and not all(keys.keeps(r, drop_tombstones) for r in decode_batch(data)[1])
-        for header, data in iter_batches(segment)
-    )
+def _kept_bytes(segment: LogSegment, keys: KeyIndex, drop_tombstones: bool) -> int:
+    """About how many bytes of the segment a pass keeps (a rewritten batch counts its share of records)."""
+    kept_bytes = 0
+    for header, data in iter_batches(segment):
+        if header.has_producer_id:
+            kept_bytes += header.size
+            continue
+        records = decode_batch(data)[1]
+        kept = sum(1 for r in records if keys.keeps(r, drop_tombstones))
+        kept_bytes += header.size if kept == len(records) else header.size * kept // len(records)
+    return kept_bytes
 
 
-def clean_log(
-    segments: Sequence[LogSegment], high_watermark: int, config: LogConfig, *, now_ms: int, first_dirty: int
-) -> CompactionPass:
-    """One compaction pass over ``segments`` (a snapshot of the log's list): nothing unless a closed segment
-    joined the cleanable range since ``first_dirty`` (the end of the previous pass). Rewrites the groups that merge
-    segments or lose records; a worker thread may run it, as it only reads the old segments and writes files.
-    Raises OSError, and StorageError when a segment's timestamp cannot be read."""
+def compaction_range(
+    segments: Sequence[LogSegment], high_watermark: int, first_dirty: int
+) -> tuple[list[LogSegment], int] | None:
+    """What a pass over ``segments`` (a snapshot of the log's list) would cover: the cleanable segments and the
+    base offset that follows them; None unless a closed segment joined that range since ``first_dirty`` (the end
+    of the previous pass)."""
     cleanable = cleanable_segments(segments, high_watermark)
-    next_base = {s.base_offset: after.base_offset for s, after in itertools.pairwise(segments)}
-    end = next_base[cleanable[-1].base_offset] if cleanable else first_dirty
-    if end <= first_dirty:
-        return CompactionPass([], first_dirty)
+    if not cleanable:
+        return None
+    end = segments[len(cleanable)].base_offset
+    return (cleanable, end) if end > first_dirty else None
+
+
+def clean_range(cleanable: Sequence[LogSegment], end: int, config: LogConfig, *, now_ms: int) -> list[CleanedGroup]:
+    """One compaction pass over adjacent closed segments, the last ending before ``end``: rewrites the groups that
+    merge segments or lose records and returns them, opened. It only reads the old segments and writes files.
+    Raises OSError, and StorageError when a segment's timestamp cannot be read."""
     keys = index_keys(cleanable)
     drop_tombstones = {
         s.base_offset: now_ms - s.largest_timestamp() > config.delete_retention_ms for s in cleanable
     }
+    bases = [s.base_offset for s in cleanable] + [end]
+    next_base = dict(itertools.pairwise(bases))
+    sizes = {s.base_offset: _kept_bytes(s, keys, drop_tombstones[s.base_offset]) for s in cleanable}
     groups = []
-    for group in group_segments(cleanable, config.segment_bytes):
+    for group in group_segments(cleanable, sizes, config.segment_bytes):
         first = group[0]
-        if len(group) == 1 and not _loses_records(first, keys, drop_tombstones[first.base_offset]):
-            continue
+        if len(group) == 1 and sizes[first.base_offset] == first.size:
+            continue  # loses nothing, merges with nothing
         upper = next_base[group[-1].base_offset]
         groups.append(clean_group(group, upper, keys, config=config, drop_tombstones=drop_tombstones))
-    return CompactionPass(groups, end)
+    return groups
 
 
 def clean_group(
@@ -231,6 +240,24 @@ def clean_group(
     return CleanedGroup(group, new, upper, removed)
 
 
+def open_cleaned(cleanable: Sequence[LogSegment], reported: Sequence[tuple[int, int, int]], config: LogConfig
+                 ) -> list[CleanedGroup]:  # fmt: skip
+    """The groups another process rewrote from ``cleanable``, each reported as (base, upper, records removed), with
+    their new segments opened here."""
+    groups = []
+    for base, upper, removed in reported:
+        old = [s for s in cleanable if base <= s.base_offset < upper]
+        new = LogSegment(old[0].directory, base, config)
+        new.load()
+        groups.append(CleanedGroup(old, new, upper, removed))
+    return groups
+
+
+def pending_swaps(directory: Path) -> list[Path]:
+    """Swap files of compactions interrupted after they were made durable (``complete_swaps`` finishes them)."""
+    return sorted(p for p in directory.iterdir() if _SWAP_NAME.match(p.name))
+
+
 def complete_swap(swap: Path, base: int, upper: int) -> None:
     """Replace the segments based in [base, upper) with the swap file (see the module docstring)."""
     directory = swap.parent
@@ -248,10 +275,9 @@ def complete_swap(swap: Path, base: int, upper: int) -> None:
 
 def complete_swaps(directory: Path) -> int:
     """Finish the compactions a crash interrupted after their swap file was durable; returns how many."""
-    done = 0
-    for path in sorted(directory.iterdir()):
+    swaps = pending_swaps(directory)
+    for path in swaps:
         match = _SWAP_NAME.match(path.name)
-        if match is not None:
-            complete_swap(path, int(match.group(1)), int(match.group(2)))
-            done += 1
-    return done
+        assert match is not None
+        complete_swap(path, int(match.group(1)), int(match.group(2)))
+    return len(swaps)

@@ -3,13 +3,14 @@ step leaves either the old segments or the compacted ones, never a mix."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from pathlib import Path
 
 import pytest
 from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_records
-from oncelog.storage import cleaner
+from oncelog.storage import cleaner, cleaner_process
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import InvalidRecordError
@@ -36,10 +37,13 @@ def contents(log: PartitionLog, start: int | None = None) -> list[tuple[int, byt
 def compact(log: PartitionLog, *, now_ms: int = NOW_MS, first_dirty: int = 0) -> list[cleaner.CleanedGroup]:
     """One pass, installed; the groups it rewrote."""
     log.update_high_watermark(log.log_end_offset)
-    done = cleaner.clean_log(log.segments, log.high_watermark, log.config, now_ms=now_ms, first_dirty=first_dirty)
-    for group in done.groups:
+    found = cleaner.compaction_range(log.segments, log.high_watermark, first_dirty)
+    if found is None:
+        return []
+    groups = cleaner.clean_range(*found, log.config, now_ms=now_ms)
+    for group in groups:
         log.replace_segments(group)
-    return done.groups
+    return groups
 
 
 def expected_after(
@@ -89,10 +93,7 @@ def test_a_pass_keeps_each_keys_latest_record_at_its_offset(tmp_path: Path, seed
     assert done and sum(g.records_removed for g in done) > 0
     want = expected_after(written, active_base)
     assert contents(log) == want
-    assert len(log.segments) == segments_before  # groups are sized by what the segments held before the pass
-    compact(log)  # the next pass merges the shrunken segments
-    assert contents(log) == want
-    assert len(log.segments) < segments_before / 2
+    assert len(log.segments) < segments_before / 2  # merged by what each keeps
     assert log.log_end_offset == written[-1][0] + 1
     assert files(log) == segment_files(log)  # no stray .cleaned / .swap, no file of a merged segment
     # A read from an offset that went starts at the next record kept.
@@ -243,8 +244,25 @@ def test_a_segment_with_aborted_transactions_keeps_its_index(tmp_path: Path) -> 
     assert [v for _, k, v in contents(again) if k == b"t"] == [b"aborted"]
 
 
-def test_an_emptied_segment_stays_empty_and_reads_go_past_it(tmp_path: Path) -> None:
+def test_a_range_that_keeps_nothing_leaves_an_empty_segment_and_reads_go_past_it(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "e-0", COMPACT)
+    old = NOW_MS - 2 * DAY_MS
+    for i in range(10):
+        append(log, [(b"a", b"%d" % i), (b"b", b"%d" % i)], ts=old)
+    append(log, [(b"a", None), (b"b", None)], ts=old)  # both keys deleted long ago
+    log.roll()
+    append(log, [(b"c", b"active")])
+    compact(log)
+    assert contents(log) == [(22, b"c", b"active")]
+    assert contents(log, 0) == contents(log, 22)
+    assert [os.path.getsize(s.log_path) for s in log.segments[:-1]] == [0]
+    log.close()
+    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    assert contents(again, 0) == [(22, b"c", b"active")]
+
+
+def test_emptied_segments_merge_into_the_next_kept_record(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "m-0", COMPACT)
     for i in range(40):
         append(log, [(b"same", b"%d" % i)])
     log.roll()
@@ -252,12 +270,8 @@ def test_an_emptied_segment_stays_empty_and_reads_go_past_it(tmp_path: Path) -> 
     log.roll()
     append(log, [(b"other", b"active")])
     compact(log)
-    assert contents(log) == [(40, b"same", b"last"), (41, b"other", b"active")]
-    assert contents(log, 0) == contents(log, 40)
-    assert os.path.getsize(log.segments[0].log_path) == 0
-    log.close()
-    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
-    assert contents(again, 0) == [(40, b"same", b"last"), (41, b"other", b"active")]
+    assert contents(log, 0) == [(40, b"same", b"last"), (41, b"other", b"active")]
+    assert len(log.segments) == 2
 
 
 def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
@@ -268,3 +282,35 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
     assert contents(log) == [(0, b"k", b"1")]  # nothing of the refused batch was written
     plain = PartitionLog.open(tmp_path / "d-0", LogConfig())
     append(plain, [(None, b"fine here")])
+
+
+def _job(log: PartitionLog) -> tuple[list, dict]:
+    log.update_high_watermark(log.log_end_offset)
+    found = cleaner.compaction_range(log.segments, log.high_watermark, 0)
+    assert found is not None
+    cleanable, end = found
+    bases = [s.base_offset for s in cleanable]
+    return cleanable, json.loads(cleaner_process.job_for(log.directory, bases, end, NOW_MS, log.config))
+
+
+def test_the_compaction_process_reports_what_the_broker_installs(tmp_path: Path) -> None:
+    log, _, want = _prepare(tmp_path)
+    cleanable, job = _job(log)
+    report = cleaner_process.run(job)
+    groups = cleaner.open_cleaned(cleanable, [tuple(g) for g in report["groups"]], log.config)
+    for group in groups:
+        log.replace_segments(group)
+    assert contents(log) == want
+    assert files(log) == segment_files(log)
+
+
+def test_the_compaction_process_refuses_a_directory_it_does_not_expect(tmp_path: Path) -> None:
+    log, written, _ = _prepare(tmp_path)
+    _, job = _job(log)
+    with pytest.raises(RuntimeError, match="no segment files"):
+        cleaner_process.run({**job, "bases": [*job["bases"], 10**6]})
+    cleaner.swap_path(log.directory, 0, 1).write_bytes(b"")
+    with pytest.raises(RuntimeError, match="interrupted compaction"):
+        cleaner_process.run(job)
+    assert not (log.directory / f"{10**6:020d}.log").exists()
+    assert contents(log) == written

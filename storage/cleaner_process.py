@@ -1,0 +1,62 @@
+"""A compaction pass in a process of its own: ``python -m oncelog.storage.cleaner_process`` reads one job (JSON) on
+stdin, runs ``storage.cleaner.clean_range`` over the segments it names and writes a report (JSON) on stdout.
+
+A pass decodes every record of the range, which in a thread of the broker would hold the GIL against its event
+loop for seconds; here it costs the broker nothing but the wait.
+
+Job: ``directory``, ``bases`` (the cleanable segments' base offsets, oldest first), ``end`` (the base offset after
+them), ``now_ms`` and ``config`` (the log's ``LogConfig`` fields). Report: ``groups``, one ``[base, upper,
+records removed]`` per group rewritten; the broker opens the new segments itself (``cleaner.open_cleaned``).
+
+Guaranteed: it refuses (exit 1, the reason on stderr) when a segment file named in the job is missing or an
+interrupted compaction is pending: it never creates a segment nor touches files its broker does not expect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from oncelog.storage.cleaner import clean_range, pending_swaps
+from oncelog.storage.config import LogConfig
+from oncelog.storage.segment import LOG_SUFFIX, LogSegment, file_name
+
+
+def job_for(directory: Path, bases: list[int], end: int, now_ms: int, config: LogConfig) -> bytes:
+    """The job text for a pass over the segments ``bases`` of ``directory``."""
+    config_fields = dataclasses.asdict(config)
+    job = {"directory": str(directory), "bases": bases, "end": end, "now_ms": now_ms, "config": config_fields}
+    return json.dumps(job).encode()
+
+
+def run(job: dict) -> dict:
+    directory = Path(job["directory"])
+    fields = job["config"]
+    config = LogConfig(**{**fields, "cleanup_policy": tuple(fields["cleanup_policy"])})
+    if pending_swaps(directory):
+        raise RuntimeError(f"{directory}: an interrupted compaction waits for the next load")
+    missing = [b for b in job["bases"] if not (directory / file_name(b, LOG_SUFFIX)).exists()]
+    if missing:
+        raise RuntimeError(f"{directory}: no segment files at {missing}")
+    segments = [LogSegment(directory, base, config) for base in job["bases"]]
+    try:
+        for segment in segments:
+            segment.load()
+        groups = clean_range(segments, job["end"], config, now_ms=job["now_ms"])
+        for group in groups:
+            group.new.close()
+    finally:
+        for segment in segments:
+            segment.close()
+    return {"groups": [[g.new.base_offset, g.upper, g.records_removed] for g in groups]}
+
+
+if __name__ == "__main__":
+    try:
+        report = run(json.loads(sys.stdin.buffer.read()))
+    except Exception as exc:  # the broker logs it and tries again later
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
+    sys.stdout.write(json.dumps(report))
