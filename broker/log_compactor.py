@@ -101,7 +101,7 @@ class LogCompactor:
             try:
                 partition_log.replace_segments(group)
             except StorageError:
-                for rest in groups[i + 1 :]:
+                for rest in groups[i:]:
                     rest.new.close()
                 raise
 

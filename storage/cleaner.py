@@ -36,6 +36,7 @@ from oncelog.protocol.records.batch import BatchHeader
 from oncelog.protocol.records.codec import Record, decode_batch, encode_batch
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.config import LogConfig
+from oncelog.storage.index_file import write_all
 from oncelog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -225,9 +226,7 @@ def clean_group(
         for segment in group:
             for data, lost in _cleaned(segment, keys, drop_tombstones[segment.base_offset]):
                 removed += lost
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -240,8 +239,9 @@ def clean_group(
     return CleanedGroup(group, new, upper, removed)
 
 
-def open_cleaned(cleanable: Sequence[LogSegment], reported: Sequence[tuple[int, int, int]], config: LogConfig
-                 ) -> list[CleanedGroup]:  # fmt: skip
+def open_cleaned(
+    cleanable: Sequence[LogSegment], reported: Sequence[tuple[int, int, int]], config: LogConfig
+) -> list[CleanedGroup]:
     """The groups another process rewrote from ``cleanable``, each reported as (base, upper, records removed), with
     their new segments opened here."""
     groups = []

@@ -521,14 +521,14 @@ class PartitionLog:
     # ------------------------------------------------------------------------------------------ compaction
     def replace_segments(self, cleaned: CleanedGroup) -> None:
         """Install a compacted segment (``storage.cleaner``) in place of the adjacent segments it was made from,
-        whose files are already gone; their objects are closed. Raises StorageError when they are no longer the
-        log's (the new segment is closed then; its files stay for the next load)."""
+        whose files are already gone; their objects are closed. Raises StorageError, changing nothing, when they are
+        no longer the log's (the new segment's files then stay for the next load)."""
         with self._lock:
             segments = self._segments
             old = cleaned.old
-            at = next((i for i, s in enumerate(segments) if s is old[0]), None)
-            if at is None or any(a is not b for a, b in zip(segments[at : at + len(old)], old, strict=False)):
-                cleaned.new.close()
+            at = next((i for i, s in enumerate(segments) if s is old[0]), -1)
+            current = segments[at : at + len(old)] if at >= 0 else []
+            if len(current) != len(old) or any(a is not b for a, b in zip(current, old, strict=True)):
                 raise StorageError(f"{self.topic}-{self.partition}: compacted segments changed meanwhile")
             self._set_segments([*segments[:at], cleaned.new, *segments[at + len(old) :]])
         for segment in old:

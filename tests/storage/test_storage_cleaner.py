@@ -13,7 +13,7 @@ from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_reco
 from oncelog.storage import cleaner, cleaner_process
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.config import LogConfig
-from oncelog.storage.errors import InvalidRecordError
+from oncelog.storage.errors import InvalidRecordError, StorageError
 from oncelog.storage.log import PartitionLog
 from support.killed_log import crash
 
@@ -314,3 +314,16 @@ def test_the_compaction_process_refuses_a_directory_it_does_not_expect(tmp_path:
         cleaner_process.run(job)
     assert not (log.directory / f"{10**6:020d}.log").exists()
     assert contents(log) == written
+
+
+def test_a_group_installs_only_over_the_segments_it_was_made_from(tmp_path: Path) -> None:
+    log, _, want = _prepare(tmp_path)
+    log.update_high_watermark(log.log_end_offset)
+    groups = cleaner.clean_range(*cleaner.compaction_range(log.segments, log.high_watermark, 0), log.config,
+                                 now_ms=NOW_MS)  # fmt: skip
+    log.replace_segments(groups[0])
+    with pytest.raises(StorageError, match="changed meanwhile"):
+        log.replace_segments(groups[0])  # its old segments are gone from the list now
+    for group in groups[1:]:
+        log.replace_segments(group)
+    assert contents(log) == want
