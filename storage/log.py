@@ -234,6 +234,8 @@ class PartitionLog:
         end = len(buf)
         if end == 0:
             raise InvalidRecordError("no record batches")
+        # Clients' batches to a compacted log must have keys; the coordinators always write keys.
+        compacted_client_batch = self.config.compacts and origin is AppendOrigin.CLIENT
         while pos < end:
             if end - pos < BATCH_HEADER_SIZE:
                 raise InvalidRecordError("trailing partial record batch")
@@ -252,7 +254,7 @@ class PartitionLog:
                 raise InvalidRecordError("record count does not match the last offset delta")
             if header.is_control and origin is AppendOrigin.CLIENT:
                 raise InvalidRecordError(f"Clients are not allowed to write control records to {self.directory.name}")
-            if self.config.compacts and not header.is_control and _has_keyless_record(buf, pos):
+            if compacted_client_batch and not header.is_control and _has_keyless_record(buf, pos):
                 raise InvalidRecordError(
                     f"Compacted topic cannot accept message without key in topic partition {self.directory.name}."
                 )
