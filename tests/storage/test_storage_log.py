@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from batches import make_batch
 from oncelog.protocol.records.batch import iter_headers, parse_header
+from oncelog.protocol.records.codec import SimpleRecord, encode_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
     CorruptRecordError,
@@ -240,7 +241,8 @@ def test_retention_deletes_only_when_the_cleanup_policy_says_delete(
 ) -> None:
     config = LogConfig(segment_bytes=2000, retention_ms=0, retention_bytes=0, cleanup_policy=policy)
     log = open_log(tmp_path, config)
-    fill(log, 30)
+    for i in range(30):  # keyed: a compacted log refuses records without a key
+        log.append(encode_batch([SimpleRecord(b"key-%d" % i, bytes(60), (), 1000 + i)]), now_ms=1000 + i)
     log.update_high_watermark(log.log_end_offset)
     segments = len(log.segments)
     assert log.enforce_retention(10**12) == (segments - 1 if deletes else 0)
