@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,10 +185,18 @@ def compaction_range(
     return (cleanable, end) if end > first_dirty else None
 
 
-def clean_range(cleanable: Sequence[LogSegment], end: int, config: LogConfig, *, now_ms: int) -> list[CleanedGroup]:
+def clean_range(
+    cleanable: Sequence[LogSegment],
+    end: int,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    still_wanted: Callable[[], bool] = lambda: True,
+) -> list[CleanedGroup]:
     """One compaction pass over adjacent closed segments, the last ending before ``end``: rewrites the groups that
     merge segments or lose records and returns them, opened. It only reads the old segments and writes files.
-    Raises OSError, and StorageError when a segment's timestamp cannot be read."""
+    ``still_wanted`` is asked before each group's swap: once it says no, the pass stops and leaves only a stray
+    ``.cleaned`` file. Raises OSError, and StorageError when a segment's timestamp cannot be read."""
     keys = index_keys(cleanable)
     drop_tombstones = {
         s.base_offset: now_ms - s.largest_timestamp() > config.delete_retention_ms for s in cleanable
@@ -202,7 +210,12 @@ def clean_range(cleanable: Sequence[LogSegment], end: int, config: LogConfig, *,
         if len(group) == 1 and sizes[first.base_offset] == first.size:
             continue  # loses nothing, merges with nothing
         upper = next_base[group[-1].base_offset]
-        groups.append(clean_group(group, upper, keys, config=config, drop_tombstones=drop_tombstones))
+        cleaned = clean_group(
+            group, upper, keys, config=config, drop_tombstones=drop_tombstones, still_wanted=still_wanted
+        )
+        if cleaned is None:
+            break
+        groups.append(cleaned)
     return groups
 
 
@@ -213,10 +226,12 @@ def clean_group(
     *,
     config: LogConfig,
     drop_tombstones: dict[int, bool],
-) -> CleanedGroup:
+    still_wanted: Callable[[], bool] = lambda: True,
+) -> CleanedGroup | None:
     """Rewrite ``group`` (adjacent segments, the last ending before ``upper``) as one segment on disk and open it.
-    ``drop_tombstones`` says per segment base offset whether its latest tombstones go. Raises OSError; the old
-    segments' objects stay usable for reads either way."""
+    ``drop_tombstones`` says per segment base offset whether its latest tombstones go. None, with the old segments'
+    files untouched, when ``still_wanted`` says no just before the swap. Raises OSError; the old segments' objects
+    stay usable for reads either way."""
     directory = group[0].directory
     base = group[0].base_offset
     cleaned = directory / file_name(base, CLEANED_SUFFIX)
@@ -230,6 +245,8 @@ def clean_group(
         os.fsync(fd)
     finally:
         os.close(fd)
+    if not still_wanted():
+        return None
     swap = swap_path(directory, base, upper)
     os.rename(cleaned, swap)
     fsync_dir(directory)

@@ -9,13 +9,17 @@ them), ``now_ms`` and ``config`` (the log's ``LogConfig`` fields). Report: ``gro
 records removed]`` per group rewritten; the broker opens the new segments itself (``cleaner.open_cleaned``).
 
 Guaranteed: it refuses (exit 1, the reason on stderr) when a segment file named in the job is missing or an
-interrupted compaction is pending: it never creates a segment nor touches files its broker does not expect.
+interrupted compaction is pending: it never creates a segment nor touches files its broker does not expect. It
+stops before each swap once its broker (``parent`` in the job) is gone, so that a broker killed and started again
+does not load a directory this process is still changing; past that check a swap takes milliseconds, and the next
+load completes one it finds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,9 +29,15 @@ from oncelog.storage.segment import LOG_SUFFIX, LogSegment, file_name
 
 
 def job_for(directory: Path, bases: list[int], end: int, now_ms: int, config: LogConfig) -> bytes:
-    """The job text for a pass over the segments ``bases`` of ``directory``."""
-    config_fields = dataclasses.asdict(config)
-    job = {"directory": str(directory), "bases": bases, "end": end, "now_ms": now_ms, "config": config_fields}
+    """The job text for a pass over the segments ``bases`` of ``directory``, asked by this process."""
+    job = {
+        "directory": str(directory),
+        "bases": bases,
+        "end": end,
+        "now_ms": now_ms,
+        "config": dataclasses.asdict(config),
+        "parent": os.getpid(),
+    }
     return json.dumps(job).encode()
 
 
@@ -44,7 +54,11 @@ def run(job: dict) -> dict:
     try:
         for segment in segments:
             segment.load()
-        groups = clean_range(segments, job["end"], config, now_ms=job["now_ms"])
+
+        def broker_alive() -> bool:
+            return os.getppid() == job["parent"]
+
+        groups = clean_range(segments, job["end"], config, now_ms=job["now_ms"], still_wanted=broker_alive)
         for group in groups:
             group.new.close()
     finally:

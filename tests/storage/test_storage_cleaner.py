@@ -290,7 +290,8 @@ def _job(log: PartitionLog) -> tuple[list, dict]:
     assert found is not None
     cleanable, end = found
     bases = [s.base_offset for s in cleanable]
-    return cleanable, json.loads(cleaner_process.job_for(log.directory, bases, end, NOW_MS, log.config))
+    job = json.loads(cleaner_process.job_for(log.directory, bases, end, NOW_MS, log.config))
+    return cleanable, {**job, "parent": os.getppid()}  # run here, as if this process were the broker's child
 
 
 def test_the_compaction_process_reports_what_the_broker_installs(tmp_path: Path) -> None:
@@ -327,3 +328,15 @@ def test_a_group_installs_only_over_the_segments_it_was_made_from(tmp_path: Path
     for group in groups[1:]:
         log.replace_segments(group)
     assert contents(log) == want
+
+
+def test_the_compaction_process_stops_before_a_swap_once_its_broker_is_gone(tmp_path: Path) -> None:
+    log, written, _ = _prepare(tmp_path)
+    _, job = _job(log)
+    before = {name: (log.directory / name).read_bytes() for name in files(log) if name.endswith(".log")}
+    assert cleaner_process.run({**job, "parent": -1}) == {"groups": []}
+    assert {name: (log.directory / name).read_bytes() for name in files(log) if name.endswith(".log")} == before
+    crash(log)
+    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    assert contents(again) == written
+    assert files(again) == segment_files(again)
