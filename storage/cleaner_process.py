@@ -42,6 +42,7 @@ def job_for(directory: Path, bases: list[int], end: int, now_ms: int, config: Lo
 
 
 def run(job: dict) -> dict:
+    """Run one job (see the module docstring) and return its report."""
     directory = Path(job["directory"])
     fields = job["config"]
     config = LogConfig(**{**fields, "cleanup_policy": tuple(fields["cleanup_policy"])})
@@ -70,7 +71,7 @@ def run(job: dict) -> dict:
 if __name__ == "__main__":
     try:
         report = run(json.loads(sys.stdin.buffer.read()))
-    except Exception as exc:  # the broker logs it and tries again later
+    except Exception as exc:  # the broker logs it and leaves the log alone until its next start
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(1)
     sys.stdout.write(json.dumps(report))
