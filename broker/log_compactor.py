@@ -78,9 +78,12 @@ class LogCompactor:
         child = await trio.run_process(_CHILD, stdin=job, capture_stdout=True, capture_stderr=True, check=False)
         if child.returncode != 0:
             raise CompactionFailed(child.stderr.decode(errors="replace").strip()[-2000:])
-        reported = [tuple(group) for group in _report(child)]
+        report = _report(child)
+        reported = [tuple(group) for group in report["groups"]]
         groups = await trio.to_thread.run_sync(open_cleaned, cleanable, reported, partition_log.config)
         self._install(partition_log, groups)
+        if report.get("error"):
+            raise CompactionFailed(f"stopped after {len(groups)} groups: {report['error']}")
         self._first_dirty[partition_log] = max(end, self._first_dirty.get(partition_log, 0))
         if groups:
             log.info(
@@ -106,8 +109,11 @@ class LogCompactor:
                 raise
 
 
-def _report(child: subprocess.CompletedProcess[bytes]) -> list[list[int]]:
+def _report(child: subprocess.CompletedProcess[bytes]) -> dict:
     try:
-        return json.loads(child.stdout)["groups"]
-    except (ValueError, KeyError, TypeError) as exc:
+        report = json.loads(child.stdout)
+    except ValueError as exc:
         raise CompactionFailed(f"unreadable report from the compaction process: {exc}") from None
+    if not isinstance(report, dict) or not isinstance(report.get("groups"), list):
+        raise CompactionFailed(f"unreadable report from the compaction process: {report!r:.200}")
+    return report

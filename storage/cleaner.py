@@ -61,6 +61,15 @@ class CleanedGroup:
     records_removed: int
 
 
+class CompactionInterrupted(Exception):
+    """A pass failed (``cause``) after rewriting the groups ``done``, whose files are already swapped in."""
+
+    def __init__(self, done: list[CleanedGroup], cause: OSError) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.done = done
+        self.cause = cause
+
+
 def swap_path(directory: Path, base: int, upper: int) -> Path:
     return directory / f"{base:020d}-{upper:020d}.log.swap"
 
@@ -196,7 +205,8 @@ def clean_range(
     """One compaction pass over adjacent closed segments, the last ending before ``end``: rewrites the groups that
     merge segments or lose records and returns them, opened. It only reads the old segments and writes files.
     ``still_wanted`` is asked before each group's swap: once it says no, the pass stops and leaves only a stray
-    ``.cleaned`` file. Raises OSError, and StorageError when a segment's timestamp cannot be read."""
+    ``.cleaned`` file. Raises OSError, CompactionInterrupted when it fails after rewriting some groups, and
+    StorageError when a segment's timestamp cannot be read."""
     keys = index_keys(cleanable)
     drop_tombstones = {
         s.base_offset: now_ms - s.largest_timestamp() > config.delete_retention_ms for s in cleanable
@@ -210,9 +220,14 @@ def clean_range(
         if len(group) == 1 and sizes[first.base_offset] == first.size:
             continue  # loses nothing, merges with nothing
         upper = next_base[group[-1].base_offset]
-        cleaned = clean_group(
-            group, upper, keys, config=config, drop_tombstones=drop_tombstones, still_wanted=still_wanted
-        )
+        try:
+            cleaned = clean_group(
+                group, upper, keys, config=config, drop_tombstones=drop_tombstones, still_wanted=still_wanted
+            )
+        except OSError as exc:
+            if not groups:
+                raise
+            raise CompactionInterrupted(groups, exc) from exc
         if cleaned is None:
             break
         groups.append(cleaned)

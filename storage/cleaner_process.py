@@ -5,8 +5,9 @@ A pass decodes every record of the range, which in a thread of the broker would 
 loop for seconds; here it costs the broker nothing but the wait.
 
 Job: ``directory``, ``bases`` (the cleanable segments' base offsets, oldest first), ``end`` (the base offset after
-them), ``now_ms`` and ``config`` (the log's ``LogConfig`` fields). Report: ``groups``, one ``[base, upper,
-records removed]`` per group rewritten; the broker opens the new segments itself (``cleaner.open_cleaned``).
+them), ``now_ms``, ``config`` (the log's ``LogConfig`` fields) and ``parent``. Report: ``groups``, one ``[base,
+upper, records removed]`` per group rewritten, and ``error`` (None, or why the pass stopped after those groups); the
+broker opens the new segments itself (``cleaner.open_cleaned``).
 
 Guaranteed: it refuses (exit 1, the reason on stderr) when a segment file named in the job is missing or an
 interrupted compaction is pending: it never creates a segment nor touches files its broker does not expect. It
@@ -23,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from oncelog.storage.cleaner import clean_range, pending_swaps
+from oncelog.storage.cleaner import CompactionInterrupted, clean_range, pending_swaps
 from oncelog.storage.config import LogConfig
 from oncelog.storage.segment import LOG_SUFFIX, LogSegment, file_name
 
@@ -59,13 +60,17 @@ def run(job: dict) -> dict:
         def broker_alive() -> bool:
             return os.getppid() == job["parent"]
 
-        groups = clean_range(segments, job["end"], config, now_ms=job["now_ms"], still_wanted=broker_alive)
+        error = None
+        try:
+            groups = clean_range(segments, job["end"], config, now_ms=job["now_ms"], still_wanted=broker_alive)
+        except CompactionInterrupted as exc:  # the groups done are swapped in: the broker must install them
+            groups, error = exc.done, str(exc)
         for group in groups:
             group.new.close()
     finally:
         for segment in segments:
             segment.close()
-    return {"groups": [[g.new.base_offset, g.upper, g.records_removed] for g in groups]}
+    return {"groups": [[g.new.base_offset, g.upper, g.records_removed] for g in groups], "error": error}
 
 
 if __name__ == "__main__":

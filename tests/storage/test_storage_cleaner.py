@@ -67,13 +67,15 @@ def segment_files(log: PartitionLog) -> set[str]:
     return {f"{s.base_offset:020d}{suffix}" for s in log.segments for suffix in suffixes}
 
 
-def write_random(log: PartitionLog, batches: int, seed: int) -> list[tuple[int, bytes | None, bytes | None]]:
+def write_random(
+    log: PartitionLog, batches: int, seed: int, keys: int = 12
+) -> list[tuple[int, bytes | None, bytes | None]]:
     rng = random.Random(seed)
     written = []
     for _ in range(batches):
         records = []
         for _ in range(rng.randint(1, 4)):
-            key = f"key-{rng.randrange(12)}".encode()
+            key = f"key-{rng.randrange(keys)}".encode()
             value = None if rng.random() < 0.05 else f"value-{rng.random():.6f}".encode()  # a new tombstone stays
             records.append((key, value))
         first = append(log, records, compression=rng.choice((0, 1)))
@@ -334,9 +336,35 @@ def test_the_compaction_process_stops_before_a_swap_once_its_broker_is_gone(tmp_
     log, written, _ = _prepare(tmp_path)
     _, job = _job(log)
     before = {name: (log.directory / name).read_bytes() for name in files(log) if name.endswith(".log")}
-    assert cleaner_process.run({**job, "parent": -1}) == {"groups": []}
+    assert cleaner_process.run({**job, "parent": -1}) == {"groups": [], "error": None}
     assert {name: (log.directory / name).read_bytes() for name in files(log) if name.endswith(".log")} == before
     crash(log)
     again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
     assert contents(again) == written
     assert files(again) == segment_files(again)
+
+
+def test_a_pass_that_fails_part_way_reports_the_groups_it_swapped_in(tmp_path: Path, monkeypatch) -> None:
+    log = PartitionLog.open(tmp_path / "f-0", COMPACT)
+    written = write_random(log, 200, seed=3, keys=200)  # many keys: what is kept still fills several groups
+    want = expected_after(written, log.active_segment.base_offset)
+    cleanable, job = _job(log)
+    real_open, opened = os.open, []
+
+    def third_cleaned_fails(path, flags, mode=0o777):
+        if str(path).endswith(".log.cleaned"):
+            opened.append(path)
+            if len(opened) == 3:
+                raise OSError(28, "No space left on device")
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(cleaner.os, "open", third_cleaned_fails)
+    report = cleaner_process.run(job)
+    monkeypatch.undo()
+
+    assert len(report["groups"]) == 2 and "No space left" in report["error"]
+    for group in cleaner.open_cleaned(cleanable, [tuple(g) for g in report["groups"]], log.config):
+        log.replace_segments(group)
+    upper = report["groups"][-1][1]
+    assert contents(log) == [r for r in want if r[0] < upper] + [r for r in written if r[0] >= upper]
+    assert files(log) == segment_files(log)
