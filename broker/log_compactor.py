@@ -84,7 +84,7 @@ class LogCompactor:
         self._install(partition_log, groups)
         if report.get("error"):
             raise CompactionFailed(f"stopped after {len(groups)} groups: {report['error']}")
-        self._first_dirty[partition_log] = max(end, self._first_dirty.get(partition_log, 0))
+        self._first_dirty[partition_log] = end
         if groups:
             log.info(
                 "compacted",

@@ -285,9 +285,15 @@ def open_cleaned(
     return groups
 
 
-def pending_swaps(directory: Path) -> list[Path]:
-    """Swap files of compactions interrupted after they were made durable (``complete_swaps`` finishes them)."""
-    return sorted(p for p in directory.iterdir() if _SWAP_NAME.match(p.name))
+def pending_swaps(directory: Path) -> list[tuple[Path, int, int]]:
+    """Swap files of compactions interrupted after they were made durable, each with the [base, upper) it replaces
+    (``complete_swaps`` finishes them)."""
+    found = []
+    for path in sorted(directory.iterdir()):
+        match = _SWAP_NAME.match(path.name)
+        if match is not None:
+            found.append((path, int(match.group(1)), int(match.group(2))))
+    return found
 
 
 def complete_swap(swap: Path, base: int, upper: int) -> None:
@@ -308,8 +314,6 @@ def complete_swap(swap: Path, base: int, upper: int) -> None:
 def complete_swaps(directory: Path) -> int:
     """Finish the compactions a crash interrupted after their swap file was durable; returns how many."""
     swaps = pending_swaps(directory)
-    for path in swaps:
-        match = _SWAP_NAME.match(path.name)
-        assert match is not None
-        complete_swap(path, int(match.group(1)), int(match.group(2)))
+    for path, base, upper in swaps:
+        complete_swap(path, base, upper)
     return len(swaps)
