@@ -24,6 +24,7 @@ READ_COMMITTED = 1
 _STORAGE_ERROR_CODES: dict[type[Exception], ErrorCode] = {
     storage_errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
     storage_errors.InvalidRecordError: ErrorCode.CORRUPT_MESSAGE,
+    storage_errors.RecordValidationError: ErrorCode.INVALID_RECORD,
     storage_errors.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
     storage_errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
     storage_errors.OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -51,6 +52,8 @@ class PartitionAppend:
     error: ErrorCode
     result: AppendResult | None = None
     message: str | None = None
+    #: The index in its batch of the one record the error is about (Produce v8+ ``record_errors``).
+    record_index: int | None = None
 
 
 @dataclass
@@ -100,7 +103,8 @@ class ReplicaManager:
         except storage_errors.StorageError as exc:
             code = error_code_for(exc)
             log.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
-            return PartitionAppend(code, message=str(exc))
+            record_index = exc.record_index if isinstance(exc, storage_errors.RecordValidationError) else None
+            return PartitionAppend(code, message=str(exc), record_index=record_index)
         except OSError as exc:
             log.error("append_failed", topic=topic, partition=partition, error=str(exc))
             return PartitionAppend(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))

@@ -12,7 +12,21 @@ class CorruptRecordError(StorageError):
 
 
 class InvalidRecordError(StorageError):
-    """Malformed batch: bad magic, bad lengths, truncated tail, no batches. Kafka: INVALID_RECORD (87)."""
+    """Malformed batch: bad magic, bad lengths, truncated tail, no batches. Reported as CORRUPT_MESSAGE (2), the
+    code Kafka gives batches it cannot frame."""
+
+
+class RecordValidationError(InvalidRecordError):
+    """A well-formed batch breaks a rule of the log: a client's control batch, a record count that disagrees
+    with the last offset delta, a keyless record in a compacted log. Kafka: INVALID_RECORD (87).
+
+    ``record_index`` is the offending record's index in its batch, when one record is to blame (Kafka's
+    ProduceResponse ``record_errors``, v8+).
+    """
+
+    def __init__(self, message: str, record_index: int | None = None) -> None:
+        super().__init__(message)
+        self.record_index = record_index
 
 
 class RecordTooLargeError(StorageError):

@@ -56,6 +56,7 @@ from oncelog.storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    RecordValidationError,
     StorageError,
 )
 from oncelog.storage.faults import fault_point
@@ -251,13 +252,19 @@ class PartitionLog:
                     raise CorruptRecordError(str(exc)) from exc
                 raise InvalidRecordError(str(exc)) from exc
             if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
-                raise InvalidRecordError("record count does not match the last offset delta")
+                raise RecordValidationError("record count does not match the last offset delta")
             if header.is_control and origin is AppendOrigin.CLIENT:
-                raise InvalidRecordError(f"Clients are not allowed to write control records to {self.directory.name}")
-            if compacted_client_batch and not header.is_control and _has_keyless_record(buf, pos):
-                raise InvalidRecordError(
-                    f"Compacted topic cannot accept message without key in topic partition {self.directory.name}."
+                raise RecordValidationError(
+                    f"Clients are not allowed to write control records to {self.directory.name}"
                 )
+            if compacted_client_batch and not header.is_control:
+                keyless = _first_keyless_record(buf, pos)
+                if keyless is not None:
+                    raise RecordValidationError(
+                        f"Compacted topic cannot accept message without key in topic partition "
+                        f"{self.directory.name}.",
+                        record_index=keyless,
+                    )
             headers.append((pos, header))
             pos += header.size
         return headers
@@ -662,12 +669,13 @@ class PartitionLog:
             fsync_dir(self.directory.parent)
 
 
-def _has_keyless_record(buf: bytearray, pos: int) -> bool:
-    """Whether the (validated) batch at ``pos`` holds a record without a key: what a compacted log refuses."""
+def _first_keyless_record(buf: bytearray, pos: int) -> int | None:
+    """Index of the first record without a key (what a compacted log refuses) in the validated batch at ``pos``."""
     try:
-        return any(record.key is None for record in decode_batch(buf, pos)[1])
+        records = decode_batch(buf, pos)[1]
     except InvalidBatchError as exc:
         raise InvalidRecordError(str(exc)) from exc
+    return next((index for index, record in enumerate(records) if record.key is None), None)
 
 
 def _whole_batches(data: bytes, max_offset: int | None) -> tuple[int, bool]:

@@ -34,7 +34,9 @@ def _partition_response(index: int, outcome: PartitionAppend) -> dict:
         "base_offset": result.first_offset if result is not None else -1,
         "log_append_time_ms": NO_TIMESTAMP,
         "log_start_offset": result.log_start_offset if result is not None else -1,
-        "record_errors": [],
+        "record_errors": []
+        if outcome.record_index is None
+        else [{"batch_index": outcome.record_index, "batch_index_error_message": outcome.message}],
         "error_message": outcome.message,
     }
 

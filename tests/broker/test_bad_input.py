@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 from oncelog.protocol import SUPPORTED_VERSIONS, ApiKey, ErrorCode, decode_response
+from oncelog.protocol.records import SimpleRecord, encode_batch
 
 from .helpers import batch, create_topic_body, list_offsets_body, produce_body
 
@@ -78,6 +79,18 @@ async def test_bad_crc_is_corrupt_message_and_nothing_is_appended(client) -> Non
     response = await client.request(ApiKey.PRODUCE, 7, produce_body("crc", 0, good + bytes(bad)))
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
     latest = await client.request(ApiKey.LIST_OFFSETS, 3, list_offsets_body("crc", 0, -1))
+    assert latest.topics[0].partitions[0].offset == 0
+
+
+async def test_a_clients_control_batch_is_invalid_record_and_nothing_is_appended(client) -> None:
+    await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("ctl"))
+    marker = encode_batch([SimpleRecord(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")], control=True)
+    response = await client.request(ApiKey.PRODUCE, 8, produce_body("ctl", 0, marker))
+    partition = response.responses[0].partition_responses[0]
+    assert partition.error_code == ErrorCode.INVALID_RECORD
+    assert "control records" in partition.error_message
+    assert partition.record_errors == []
+    latest = await client.request(ApiKey.LIST_OFFSETS, 3, list_offsets_body("ctl", 0, -1))
     assert latest.topics[0].partitions[0].offset == 0
 
 

@@ -41,9 +41,14 @@ async def test_a_compacted_topic_keeps_each_keys_latest_value(start_broker, tmp_
     configs = {"cleanup.policy": "compact", "segment.bytes": "1024"}
     created = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("table", configs=configs))
     assert created.topics[0].error_code == ErrorCode.NONE
-    keyless = encode_batch([SimpleRecord(None, b"no key")])
-    refused = await client.request(ApiKey.PRODUCE, 7, produce_body("table", 0, keyless))
-    assert refused.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE  # as Kafka < v8
+    # Kafka answers INVALID_RECORD at every version; from v8 the answer names the keyless record.
+    keyless = encode_batch([SimpleRecord(b"k", b"keyed"), SimpleRecord(None, b"no key")])
+    refused = (await client.request(ApiKey.PRODUCE, 7, produce_body("table", 0, keyless))).responses[0]
+    assert refused.partition_responses[0].error_code == ErrorCode.INVALID_RECORD
+    refused = (await client.request(ApiKey.PRODUCE, 8, produce_body("table", 0, keyless))).responses[0]
+    assert refused.partition_responses[0].error_code == ErrorCode.INVALID_RECORD
+    assert [e.batch_index for e in refused.partition_responses[0].record_errors] == [1]
+    assert "without key" in refused.partition_responses[0].error_message
     written = []
     for i in range(300):
         key, value = b"key-%d" % (i % 7), b"value-%d" % i
