@@ -4,8 +4,9 @@ cleanup.policy holds "compact" and that closed a segment since its last pass.
 The pass itself (``storage.cleaner``) runs in a child process (``storage.cleaner_process``), so that decoding every
 record of the range never holds this process's GIL; the broker then opens the new segments in a worker thread and
 installs them. Guaranteed: a pass never overlaps another or the retention sweep (both hold the node's housekeeping
-lock). A failed pass is logged and its log is not compacted again until the broker restarts (a failure may leave an
-interrupted compaction that only loading completes); the broker keeps serving. A broker stopped during a pass kills
+lock). A failed pass is logged and its log is not compacted again until the broker restarts; the broker keeps
+serving. A child that died part-way may leave a durable swap: the broker completes and installs it before the lock
+goes, so retention never deletes segments that a later load would bring back. A broker stopped during a pass kills
 the child: the files are then as a crash leaves them, and the next load sorts them out.
 """
 
@@ -18,7 +19,7 @@ import sys
 import structlog
 import trio
 from oncelog.broker.clock import now_ms
-from oncelog.storage.cleaner import CleanedGroup, compaction_range, open_cleaned
+from oncelog.storage.cleaner import CleanedGroup, compaction_range, finish_interrupted, open_cleaned
 from oncelog.storage.cleaner_process import job_for
 from oncelog.storage.errors import StorageError
 from oncelog.storage.log import PartitionLog
@@ -76,9 +77,19 @@ class LogCompactor:
         bases = [s.base_offset for s in cleanable]
         job = job_for(partition_log.directory, bases, end, now_ms(), partition_log.config)
         child = await trio.run_process(_CHILD, stdin=job, capture_stdout=True, capture_stderr=True, check=False)
-        if child.returncode != 0:
-            raise CompactionFailed(child.stderr.decode(errors="replace").strip()[-2000:])
-        report = _report(child)
+        try:
+            if child.returncode != 0:
+                stderr = child.stderr.decode(errors="replace").strip()[-2000:]
+                raise CompactionFailed(stderr or f"the compaction process exited with status {child.returncode}")
+            report = _report(child)
+        except CompactionFailed:
+            # The child may have died after swapping in some groups, or inside a swap: finish and install them
+            # now, or retention could delete by path files that are no longer those segments' (or that the next
+            # load would bring back from a swap file).
+            finished = await trio.to_thread.run_sync(finish_interrupted, cleanable, end)
+            groups = await trio.to_thread.run_sync(open_cleaned, cleanable, finished, partition_log.config)
+            self._install(partition_log, groups)
+            raise
         reported = [tuple(group) for group in report["groups"]]
         groups = await trio.to_thread.run_sync(open_cleaned, cleanable, reported, partition_log.config)
         self._install(partition_log, groups)

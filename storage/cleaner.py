@@ -36,6 +36,7 @@ from oncelog.protocol.records.batch import BatchHeader
 from oncelog.protocol.records.codec import Record, decode_batch, encode_batch
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.config import LogConfig
+from oncelog.storage.faults import fault_point
 from oncelog.storage.index_file import write_all
 from oncelog.storage.segment import (
     INDEX_SUFFIX,
@@ -265,6 +266,7 @@ def clean_group(
     swap = swap_path(directory, base, upper)
     os.rename(cleaned, swap)
     fsync_dir(directory)
+    fault_point("cleaner.after_swap_rename")
     complete_swap(swap, base, upper)
     new = LogSegment(directory, base, config)
     new.load()  # its index files are gone: rebuilt here; its .txnindex is the first segment's
@@ -309,6 +311,33 @@ def complete_swap(swap: Path, base: int, upper: int) -> None:
             path.unlink(missing_ok=True)
     os.rename(swap, directory / file_name(base, LOG_SUFFIX))
     fsync_dir(directory)
+
+
+def finish_interrupted(cleanable: Sequence[LogSegment], end: int) -> list[tuple[int, int, int]]:
+    """After a pass over ``cleanable`` (ending at ``end``) died part-way, its process killed say: complete its
+    durable swap and drop its stray ``.cleaned`` file, as loading would, then find every group it swapped in.
+    Returns them as ``open_cleaned`` takes them (records removed unknown: 0), for the caller to install, so that
+    the segment list agrees with the files again.
+
+    A group shows on disk as a segment whose ``.log`` is no longer the file it has open, followed by the
+    segments whose ``.log`` is gone."""
+    directory = cleanable[0].directory
+    complete_swaps(directory)
+    for stray in directory.glob("*" + CLEANED_SUFFIX):
+        stray.unlink(missing_ok=True)
+    finished: list[tuple[int, int, int]] = []
+    group_base: int | None = None
+    for segment in cleanable:
+        try:
+            replaced = os.stat(segment.log_path).st_ino != os.fstat(segment.fd).st_ino
+        except FileNotFoundError:
+            continue  # merged into the group before it
+        if group_base is not None:
+            finished.append((group_base, segment.base_offset, 0))
+        group_base = segment.base_offset if replaced else None
+    if group_base is not None:
+        finished.append((group_base, end, 0))
+    return finished
 
 
 def complete_swaps(directory: Path) -> int:

@@ -23,6 +23,8 @@ Points (where they are reached):
 - ``storage.fsync``: partition data is about to be fsynced (the data is written, not yet durable).
 - ``storage.roll``: a new segment's files exist, the producer snapshot at the roll is not written yet.
 - ``storage.snapshot``: a producer snapshot's temporary file is about to be written (before its rename).
+- ``cleaner.after_swap_rename``: a compaction process made a group's swap file durable and is about to remove
+  the old segments' files (reached in the ``storage.cleaner_process`` child only).
 - ``group.after_offset_append``: a group's offset commit (plain or transactional) is appended to
   ``__consumer_offsets``, not yet fsynced or answered.
 """
@@ -46,6 +48,7 @@ KNOWN_POINTS = frozenset(
         "storage.fsync",
         "storage.roll",
         "storage.snapshot",
+        "cleaner.after_swap_rename",
         "group.after_offset_append",
     }
 )

@@ -98,3 +98,42 @@ async def test_transaction_state_compacted_loads_the_same_ids(start_broker, tmp_
     client = await broker.connect()
     for txn, (pid, epoch) in ids.items():
         assert await _init_ok(client, txn) == (pid, epoch + 1)  # each id's latest state survived compaction
+
+
+async def test_a_compaction_process_killed_inside_a_swap_is_finished_by_the_broker(
+    start_broker, tmp_path, monkeypatch
+) -> None:
+    # The compaction child reads this at its start and SIGKILLs itself once its first swap file is durable; this
+    # process read its faults at import, so the broker itself is unaffected.
+    monkeypatch.setenv("ONCELOG_FAULTS", "cleaner.after_swap_rename")
+    data = tmp_path / "killed-pass-data"
+    broker = await start_broker(data, log_cleaner_backoff_ms="3600000")  # the test runs the one pass itself
+    client = await broker.connect()
+    configs = {"cleanup.policy": "compact", "segment.bytes": "1024"}
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("table", configs=configs))
+    latest = {}
+    for i in range(300):
+        key, value = b"key-%d" % (i % 7), b"value-%d" % i
+        records = encode_batch([SimpleRecord(key, value)])
+        response = await client.request(ApiKey.PRODUCE, 7, produce_body("table", 0, records))
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        latest[key] = (response.responses[0].partition_responses[0].base_offset, value)
+    partition_log = broker.node.logs.get("table", 0)
+    before = len(partition_log.segments)
+
+    await broker.node.compactor.compact_all()
+
+    assert len(partition_log.segments) < before  # the killed pass's first group is installed
+    assert not list(partition_log.directory.glob("*.swap"))
+    suffixes = (".log", ".index", ".timeindex")
+    on_disk = {p.name for p in partition_log.directory.iterdir() if p.suffix in suffixes}
+    assert on_disk == {f"{s.base_offset:020d}{suffix}" for s in partition_log.segments for suffix in suffixes}
+    read = await _read_all(client, "table")
+    assert len(read) < 300
+    assert {key: (offset, value) for offset, key, value in read} == latest  # every key's latest record is there
+    await broker.stop()
+
+    monkeypatch.delenv("ONCELOG_FAULTS")
+    broker = await start_broker(data, log_cleaner_backoff_ms="3600000")
+    client = await broker.connect()
+    assert await _read_all(client, "table") == read

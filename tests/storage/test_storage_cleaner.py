@@ -368,3 +368,44 @@ def test_a_pass_that_fails_part_way_reports_the_groups_it_swapped_in(tmp_path: P
     upper = report["groups"][-1][1]
     assert contents(log) == [r for r in want if r[0] < upper] + [r for r in written if r[0] >= upper]
     assert files(log) == segment_files(log)
+
+
+@pytest.mark.parametrize("files_removed", [0, 1, 4])
+def test_the_groups_of_a_pass_killed_part_way_are_found_and_installed(
+    tmp_path: Path, monkeypatch, files_removed
+) -> None:
+    """The compaction process dies inside its third swap, after removing ``files_removed`` old files: the broker,
+    with no report, finishes that swap and installs all three groups over the segments it still has open."""
+    log = PartitionLog.open(tmp_path / "d-0", COMPACT)
+    written = write_random(log, 200, seed=3, keys=200)
+    want = expected_after(written, log.active_segment.base_offset)
+    log.update_high_watermark(log.log_end_offset)
+    cleanable, end = cleaner.compaction_range(log.segments, log.high_watermark, 0)
+    real_complete, swaps = cleaner.complete_swap, []
+
+    def third_swap_dies(swap: Path, base: int, upper: int) -> None:
+        swaps.append(upper)
+        if len(swaps) < 3:
+            return real_complete(swap, base, upper)
+        old = sorted(p for p in swap.parent.iterdir() if p.suffix == ".log" and base <= int(p.stem) < upper)
+        for path in old[:files_removed]:
+            path.unlink()
+        raise OSError("killed while completing the swap")
+
+    monkeypatch.setattr(cleaner, "complete_swap", third_swap_dies)
+    with pytest.raises(cleaner.CompactionInterrupted) as interrupted:
+        cleaner.clean_range(cleanable, end, log.config, now_ms=NOW_MS)
+    monkeypatch.undo()
+    for group in interrupted.value.done:  # a killed process reports nothing: only the files tell
+        group.new.close()
+
+    finished = cleaner.finish_interrupted(cleanable, end)
+    assert [upper for _, upper, _ in finished] == swaps
+    for group in cleaner.open_cleaned(cleanable, finished, log.config):
+        log.replace_segments(group)
+    below = [r for r in want if r[0] < swaps[-1]] + [r for r in written if r[0] >= swaps[-1]]
+    assert contents(log) == below
+    assert files(log) == segment_files(log)
+    crash(log)
+    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    assert contents(again) == below
