@@ -70,12 +70,13 @@ class LogCompactor:
     async def _pass(self, partition_log: PartitionLog, first_dirty: int) -> None:
         """One pass, installed."""
         segments = list(partition_log.segments)
-        found = compaction_range(segments, partition_log.high_watermark, first_dirty)
+        found = compaction_range(segments, partition_log.last_stable_offset, first_dirty)
         if found is None:
             return
         cleanable, end = found
         bases = [s.base_offset for s in cleanable]
-        job = job_for(partition_log.directory, bases, end, now_ms(), partition_log.config)
+        transactions = partition_log.compaction_transactions(end)
+        job = job_for(partition_log.directory, bases, end, now_ms(), partition_log.config, transactions)
         child = await trio.run_process(_CHILD, stdin=job, capture_stdout=True, capture_stderr=True, check=False)
         try:
             if child.returncode != 0:

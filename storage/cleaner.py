@@ -1,26 +1,24 @@
 """Log compaction of one partition (Kafka's LogCleaner), for logs whose cleanup.policy holds "compact".
 
-A pass covers the log's closed segments wholly below the high watermark (the cleanable range) and keeps, of every
-key, only its record with the highest offset there; a tombstone (null value) that is its key's latest goes too
-once its segment's newest timestamp is more than delete.retention.ms old. Offsets never change: kept records keep
-theirs, so readers see gaps. A rewritten batch keeps its base offset, compression, timestamp type and leader epoch.
+A pass covers the log's closed segments wholly below the last stable offset (the cleanable range, in which every
+transaction is decided) and keeps, of every key, only its record with the highest offset there; a tombstone (null
+value) that is its key's latest goes too once its segment's newest timestamp is more than delete.retention.ms old.
+Aborted transactions' batches go, and transaction markers once nothing of their transaction is left
+(``storage.compaction_plan`` decides each batch, before any is rewritten). Offsets never change: kept records keep
+theirs, so readers see gaps. A rewritten batch keeps its base and last offsets, producer id, epoch, base sequence,
+compression, timestamp type and leader epoch.
 
-Kept whole, so that what is rebuilt from the log stays what it was:
-- batches with a producer id (idempotent or transactional data, markers): producer state and transactions are
-  rebuilt from them. A non-transactional one still makes earlier records of its keys obsolete; a transactional
-  one does not (it may be aborted). A tombstone of a key such a batch holds stays, or that record would come back;
-- records without a key (a compacted topic should hold none).
+Adjacent segments are merged into one, named after the first, while what they keep adds up to at most segment.bytes.
+The merged segment's ``.txnindex`` holds the group's aborted-transaction entries, but those whose ABORT marker the
+pass drops (their transaction's batches are already gone).
 
-Adjacent segments are merged into one, named after the first, while what they keep adds up to at most segment.bytes;
-a segment with aborted-transaction index entries only ever starts a group (its ``.txnindex`` stays its own).
-
-Crash safety (``clean_group``): the cleaned data goes to ``<base>.log.cleaned``, is fsynced, then renamed to
-``<base>-<upper>.log.swap`` and the directory fsynced. From then on the swap is completed, by the pass or by the
-next load (``complete_swaps``): the files of the segments based in [base, upper) go, except the first one's
-``.txnindex`` (still right: its batches with producer ids were kept), and the swap becomes ``<base>.log``, whose
-indexes are rebuilt when it is opened. A crash before the rename leaves the old segments and a stray
-``.cleaned`` that loading removes. Nothing here touches the in-memory segment list: ``PartitionLog.replace_segments``
-installs the result.
+Crash safety (``clean_group``): the cleaned data goes to ``<base>.log.cleaned`` (and, when the group's entries are
+not just the first segment's, ``<base>.txnindex.cleaned``), is fsynced, then renamed to ``<base>-<upper>.log.swap``
+and the directory fsynced. From then on the swap is completed, by the pass or by the next load
+(``complete_swaps``): the files of the segments based in [base, upper) go, except the first one's ``.txnindex``,
+which the merged one replaces if there is one, and the swap becomes ``<base>.log``, whose indexes are rebuilt when
+it is opened. A crash before the rename leaves the old segments and stray ``.cleaned`` files that loading removes.
+Nothing here touches the in-memory segment list: ``PartitionLog.replace_segments`` installs the result.
 """
 
 from __future__ import annotations
@@ -33,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oncelog.protocol.records.batch import BatchHeader
-from oncelog.protocol.records.codec import Record, decode_batch, encode_batch
+from oncelog.protocol.records.codec import decode_batch, encode_batch
 from oncelog.storage.checkpoint import fsync_dir
+from oncelog.storage.compaction_plan import NO_TRANSACTIONS, CompactionPlan, LogTransactions, plan_pass
 from oncelog.storage.config import LogConfig
 from oncelog.storage.faults import fault_point
 from oncelog.storage.index_file import write_all
@@ -47,6 +46,7 @@ from oncelog.storage.segment import (
     LogSegment,
     file_name,
 )
+from oncelog.storage.txn_index import encode_entries
 
 CLEANED_SUFFIX = ".log.cleaned"
 _SWAP_NAME = re.compile(r"^(\d{20})-(\d{20})\.log\.swap$")
@@ -75,17 +75,17 @@ def swap_path(directory: Path, base: int, upper: int) -> Path:
     return directory / f"{base:020d}-{upper:020d}.log.swap"
 
 
-def cleanable_segments(segments: Sequence[LogSegment], high_watermark: int) -> list[LogSegment]:
-    """The closed segments whose every offset is below ``high_watermark``, oldest first."""
-    return [s for s, after in itertools.pairwise(segments) if after.base_offset <= high_watermark]
+def cleanable_segments(segments: Sequence[LogSegment], stable_offset: int) -> list[LogSegment]:
+    """The closed segments whose every offset is below ``stable_offset`` (the log's last stable offset), oldest
+    first."""
+    return [s for s, after in itertools.pairwise(segments) if after.base_offset <= stable_offset]
 
 
 def group_segments(
     segments: Sequence[LogSegment], sizes: dict[int, int], segment_bytes: int
 ) -> list[list[LogSegment]]:
     """Split adjacent segments into groups to merge: at most ``segment_bytes`` together by ``sizes`` (bytes each
-    keeps, by base offset), offsets within one segment's relative range, and a segment with aborted-transaction
-    entries only at a group's start."""
+    keeps, by base offset) and offsets within one segment's relative range."""
     groups: list[list[LogSegment]] = []
     size = 0
     for segment in segments:
@@ -95,7 +95,6 @@ def group_segments(
             current is None
             or size + kept > segment_bytes
             or segment.next_offset - 1 - current[0].base_offset > MAX_RELATIVE_OFFSET
-            or segment.txn_index.entries
         ):
             groups.append([segment])
             size = kept
@@ -111,84 +110,61 @@ def iter_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
         yield header, segment.pread(header.size, pos)
 
 
-@dataclass(frozen=True)
-class KeyIndex:
-    """What a pass knows of the cleanable range's keys."""
-
-    #: Each key's highest offset among the records that make earlier ones of their key obsolete.
-    latest: dict[bytes, int]
-    #: Keys with a record in a batch kept whole: their tombstones stay, or that record would outlive them.
-    pinned: frozenset[bytes]
-
-    def keeps(self, record: Record, drop_tombstones: bool) -> bool:
-        key = record.key
-        if key is None:
-            return True
-        if self.latest.get(key) != record.offset:
-            return False
-        return record.value is not None or not drop_tombstones or key in self.pinned
-
-
-def index_keys(segments: Sequence[LogSegment]) -> KeyIndex:
-    latest: dict[bytes, int] = {}
-    pinned: set[bytes] = set()
-    for segment in segments:
-        for header, data in iter_batches(segment):
-            if header.is_control:
-                continue
-            for record in decode_batch(data)[1]:
-                if record.key is None:
-                    continue
-                if header.has_producer_id:
-                    pinned.add(record.key)
-                if not header.is_transactional:
-                    latest[record.key] = record.offset
-    return KeyIndex(latest, frozenset(pinned))
-
-
-def _cleaned(segment: LogSegment, keys: KeyIndex, drop_tombstones: bool) -> Iterator[tuple[bytes, int]]:
+def _cleaned(segment: LogSegment, plan: CompactionPlan, drop_tombstones: bool) -> Iterator[tuple[bytes, int]]:
     """The segment's batches as they are kept, each with how many records it lost."""
     for header, data in iter_batches(segment):
-        if header.has_producer_id:
+        base = header.base_offset
+        if base in plan.dropped:
+            yield b"", header.records_count
+            continue
+        if base in plan.whole or header.is_control:
             yield data, 0
             continue
         records = decode_batch(data)[1]
-        kept = [r for r in records if keys.keeps(r, drop_tombstones)]
+        kept = [r for r in records if plan.keeps(r, drop_tombstones)]
         if len(kept) == len(records):
             yield data, 0
         elif kept:
             rewritten = encode_batch(
                 kept,
-                base_offset=header.base_offset,
+                base_offset=base,
+                last_offset=header.last_offset,  # as Kafka: the producer's last sequence stays what it was
                 compression=header.compression,
                 timestamp_type=header.timestamp_type,
                 partition_leader_epoch=header.partition_leader_epoch,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                transactional=header.is_transactional,
             )
             yield rewritten, len(records) - len(kept)
         else:
             yield b"", len(records)
 
 
-def _kept_bytes(segment: LogSegment, keys: KeyIndex, drop_tombstones: bool) -> int:
+def _kept_bytes(segment: LogSegment, plan: CompactionPlan, drop_tombstones: bool) -> int:
     """About how many bytes of the segment a pass keeps (a rewritten batch counts its share of records)."""
     kept_bytes = 0
     for header, data in iter_batches(segment):
-        if header.has_producer_id:
+        base = header.base_offset
+        if base in plan.dropped:
+            continue
+        if base in plan.whole or header.is_control:
             kept_bytes += header.size
             continue
         records = decode_batch(data)[1]
-        kept = sum(1 for r in records if keys.keeps(r, drop_tombstones))
+        kept = sum(1 for r in records if plan.keeps(r, drop_tombstones))
         kept_bytes += header.size if kept == len(records) else header.size * kept // len(records)
     return kept_bytes
 
 
 def compaction_range(
-    segments: Sequence[LogSegment], high_watermark: int, first_dirty: int
+    segments: Sequence[LogSegment], stable_offset: int, first_dirty: int
 ) -> tuple[list[LogSegment], int] | None:
     """What a pass over ``segments`` (a snapshot of the log's list) would cover: the cleanable segments and the
     base offset that follows them; None unless a closed segment joined that range since ``first_dirty`` (the end
     of the previous pass)."""
-    cleanable = cleanable_segments(segments, high_watermark)
+    cleanable = cleanable_segments(segments, stable_offset)
     if not cleanable:
         return None
     end = segments[len(cleanable)].base_offset
@@ -201,6 +177,7 @@ def clean_range(
     config: LogConfig,
     *,
     now_ms: int,
+    transactions: LogTransactions = NO_TRANSACTIONS,
     still_wanted: Callable[[], bool] = lambda: True,
 ) -> list[CleanedGroup]:
     """One compaction pass over adjacent closed segments, the last ending before ``end``: rewrites the groups that
@@ -208,13 +185,13 @@ def clean_range(
     ``still_wanted`` is asked before each group's swap: once it says no, the pass stops and leaves only a stray
     ``.cleaned`` file. Raises OSError, CompactionInterrupted when it fails after rewriting some groups, and
     StorageError when a segment's timestamp cannot be read."""
-    keys = index_keys(cleanable)
     drop_tombstones = {
         s.base_offset: now_ms - s.largest_timestamp() > config.delete_retention_ms for s in cleanable
     }
+    plan = plan_pass(((drop_tombstones[s.base_offset], iter_batches(s)) for s in cleanable), transactions)
     bases = [s.base_offset for s in cleanable] + [end]
     next_base = dict(itertools.pairwise(bases))
-    sizes = {s.base_offset: _kept_bytes(s, keys, drop_tombstones[s.base_offset]) for s in cleanable}
+    sizes = {s.base_offset: _kept_bytes(s, plan, drop_tombstones[s.base_offset]) for s in cleanable}
     groups = []
     for group in group_segments(cleanable, sizes, config.segment_bytes):
         first = group[0]
@@ -223,7 +200,7 @@ def clean_range(
         upper = next_base[group[-1].base_offset]
         try:
             cleaned = clean_group(
-                group, upper, keys, config=config, drop_tombstones=drop_tombstones, still_wanted=still_wanted
+                group, upper, plan, config=config, drop_tombstones=drop_tombstones, still_wanted=still_wanted
             )
         except OSError as exc:
             if not groups:
@@ -238,7 +215,7 @@ def clean_range(
 def clean_group(
     group: list[LogSegment],
     upper: int,
-    keys: KeyIndex,
+    plan: CompactionPlan,
     *,
     config: LogConfig,
     drop_tombstones: dict[int, bool],
@@ -255,12 +232,13 @@ def clean_group(
     fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for segment in group:
-            for data, lost in _cleaned(segment, keys, drop_tombstones[segment.base_offset]):
+            for data, lost in _cleaned(segment, plan, drop_tombstones[segment.base_offset]):
                 removed += lost
                 write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
+    _write_merged_txn_index(group, plan)
     if not still_wanted():
         return None
     swap = swap_path(directory, base, upper)
@@ -271,6 +249,26 @@ def clean_group(
     new = LogSegment(directory, base, config)
     new.load()  # its index files are gone: rebuilt here; its .txnindex is the first segment's
     return CleanedGroup(group, new, upper, removed)
+
+
+def merged_txn_index_path(directory: Path, base: int) -> Path:
+    """Where a group's merged ``.txnindex`` waits for its swap (``complete_swap`` moves it into place)."""
+    return directory / (file_name(base, TXN_INDEX_SUFFIX) + ".cleaned")
+
+
+def _write_merged_txn_index(group: list[LogSegment], plan: CompactionPlan) -> None:
+    """Write (and fsync) the group's aborted-transaction entries, but those whose marker this pass drops (their
+    batches are gone), unless they are just the first segment's."""
+    entries = [e for s in group for e in s.txn_index.entries if e.last_offset not in plan.dropped]
+    if entries == group[0].txn_index.entries:
+        return
+    path = merged_txn_index_path(group[0].directory, group[0].base_offset)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, encode_entries(entries))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def open_cleaned(
@@ -309,6 +307,9 @@ def complete_swap(swap: Path, base: int, upper: int) -> None:
         keep = int(stem) == base and suffix == TXN_INDEX_SUFFIX
         if suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and not keep:
             path.unlink(missing_ok=True)
+    merged = merged_txn_index_path(directory, base)
+    if merged.exists():
+        os.replace(merged, directory / file_name(base, TXN_INDEX_SUFFIX))
     os.rename(swap, directory / file_name(base, LOG_SUFFIX))
     fsync_dir(directory)
 
@@ -323,7 +324,7 @@ def finish_interrupted(cleanable: Sequence[LogSegment], end: int) -> list[tuple[
     segments whose ``.log`` is gone."""
     directory = cleanable[0].directory
     complete_swaps(directory)
-    for stray in directory.glob("*" + CLEANED_SUFFIX):
+    for stray in directory.glob("*.cleaned"):
         stray.unlink(missing_ok=True)
     finished: list[tuple[int, int, int]] = []
     group_base: int | None = None

@@ -5,7 +5,8 @@ A pass decodes every record of the range, which in a thread of the broker would 
 loop for seconds; here it costs the broker nothing but the wait.
 
 Job: ``directory``, ``bases`` (the cleanable segments' base offsets, oldest first), ``end`` (the base offset after
-them), ``now_ms``, ``config`` (the log's ``LogConfig`` fields) and ``parent``. Report: ``groups``, one ``[base,
+them), ``now_ms``, ``config`` (the log's ``LogConfig`` fields), ``aborted`` and ``last_batches`` (the log's
+``compaction_plan.LogTransactions``) and ``parent``. Report: ``groups``, one ``[base,
 upper, records removed]`` per group rewritten, and ``error`` (None, or why the pass stopped after those groups); the
 broker opens the new segments itself (``cleaner.open_cleaned``).
 
@@ -25,11 +26,14 @@ import sys
 from pathlib import Path
 
 from oncelog.storage.cleaner import CompactionInterrupted, clean_range, pending_swaps
+from oncelog.storage.compaction_plan import LogTransactions
 from oncelog.storage.config import LogConfig
 from oncelog.storage.segment import LOG_SUFFIX, LogSegment, file_name
 
 
-def job_for(directory: Path, bases: list[int], end: int, now_ms: int, config: LogConfig) -> bytes:
+def job_for(
+    directory: Path, bases: list[int], end: int, now_ms: int, config: LogConfig, transactions: LogTransactions
+) -> bytes:
     """The job text for a pass over the segments ``bases`` of ``directory``, asked by this process."""
     job = {
         "directory": str(directory),
@@ -37,6 +41,8 @@ def job_for(directory: Path, bases: list[int], end: int, now_ms: int, config: Lo
         "end": end,
         "now_ms": now_ms,
         "config": dataclasses.asdict(config),
+        "aborted": list(transactions.aborted),
+        "last_batches": [[pid, last, epoch] for pid, (last, epoch) in transactions.last_batches.items()],
         "parent": os.getpid(),
     }
     return json.dumps(job).encode()
@@ -62,7 +68,18 @@ def run(job: dict) -> dict:
 
         error = None
         try:
-            groups = clean_range(segments, job["end"], config, now_ms=job["now_ms"], still_wanted=broker_alive)
+            transactions = LogTransactions(
+                [tuple(txn) for txn in job["aborted"]],
+                {pid: (last, epoch) for pid, last, epoch in job["last_batches"]},
+            )
+            groups = clean_range(
+                segments,
+                job["end"],
+                config,
+                now_ms=job["now_ms"],
+                transactions=transactions,
+                still_wanted=broker_alive,
+            )
         except CompactionInterrupted as exc:  # the groups done are swapped in: the broker must install them
             groups, error = exc.done, str(exc)
         for group in groups:

@@ -49,6 +49,7 @@ from oncelog.protocol.records.codec import decode_batch
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.cleaner import CleanedGroup
+from oncelog.storage.compaction_plan import LogTransactions
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
     CorruptRecordError,
@@ -399,6 +400,22 @@ class PartitionLog:
             if complete:
                 break
         return result
+
+    def compaction_transactions(self, end: int) -> LogTransactions:
+        """What a compaction pass over the offsets below ``end`` must know beyond its batches: the aborted
+        transactions starting below ``end`` (from every segment's index: a marker may lie past ``end``), sorted
+        by first offset, and each producer's last data batch and epoch."""
+        aborted = sorted(
+            (txn.first_offset, txn.producer_id, txn.last_offset)
+            for segment in self._segments
+            for txn in segment.txn_index.entries
+            if txn.first_offset < end and txn.last_offset >= self.log_start_offset
+        )
+        last_batches = {
+            producer_id: (entry.batches[-1].last_offset if entry.batches else None, entry.epoch)
+            for producer_id, entry in self.producer_state.producers.items()
+        }
+        return LogTransactions([(pid, first, last) for first, pid, last in aborted], last_batches)
 
     def expire_producers(self, now_ms: int) -> int:
         """Drop idle producers (producer.id.expiration.ms); returns how many."""

@@ -193,6 +193,7 @@ def encode_batch(
     records: Sequence[Any],
     *,
     base_offset: int = 0,
+    last_offset: int | None = None,
     compression: int = Compression.NONE,
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
@@ -209,8 +210,10 @@ def encode_batch(
     ``records`` are Records (absolute offsets, strictly increasing, >= base_offset) or SimpleRecords /
     anything with key, value, headers, timestamp (offsets base_offset + index; a None timestamp becomes
     ``now_ms``, default the current time). baseTimestamp is the first record's timestamp, maxTimestamp the
-    largest, as Kafka's MemoryRecordsBuilder writes them. Raises ValueError for an empty sequence (Kafka's
-    builder writes no batch at all for zero records) or offsets out of order / beyond an int32 delta.
+    largest, as Kafka's MemoryRecordsBuilder writes them. ``last_offset`` overrides the batch's last offset
+    (at least the last record's; Kafka's cleaner keeps a rewritten batch's, and with it the producer's last
+    sequence). Raises ValueError for an empty sequence (Kafka's builder writes no batch at all for zero records)
+    or offsets out of order / beyond an int32 delta.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
@@ -220,7 +223,9 @@ def encode_batch(
         if rec.offset <= previous:
             raise ValueError(f"record offsets must increase from the base offset; got {rec.offset}")
         previous = rec.offset
-    last_offset_delta = recs[-1].offset - base_offset
+    if last_offset is not None and last_offset < previous:
+        raise ValueError(f"last offset {last_offset} is below the last record's {previous}")
+    last_offset_delta = (previous if last_offset is None else last_offset) - base_offset
     if last_offset_delta > _INT32_MAX:
         raise ValueError("offset delta does not fit in an int32")
     base_timestamp = recs[0].timestamp

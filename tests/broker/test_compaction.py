@@ -4,12 +4,14 @@ and ``__transaction_state`` compacted under the coordinator loads back the same 
 from __future__ import annotations
 
 import trio
-from oncelog.broker.metadata import INTERNAL_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import SimpleRecord, encode_batch, iter_records
 
 from .helpers import create_topic_body, fetch_body, produce_body
-from .test_transactions import _add, _init_ok
+from .test_group_txn import TXN, _add_offsets, _txn_commit
+from .test_groups import _topic, fetch_offsets
+from .test_transactions import _add, _end, _init_ok
 
 FAST_CLEANER = {"log_cleaner_backoff_ms": "20"}
 
@@ -137,3 +139,45 @@ async def test_a_compaction_process_killed_inside_a_swap_is_finished_by_the_brok
     broker = await start_broker(data, log_cleaner_backoff_ms="3600000")
     client = await broker.connect()
     assert await _read_all(client, "table") == read
+
+
+async def test_transactional_offset_commits_are_compacted_and_load_back(start_broker, tmp_path, monkeypatch) -> None:
+    """EOS commits its offsets with TxnOffsetCommit: transactional batches and markers in __consumer_offsets. They
+    are compacted like any others (aborted ones dropped, markers once their data is gone, segments merged), and
+    the group's latest committed offset loads back."""
+    monkeypatch.setitem(INTERNAL_TOPIC_CONFIGS[CONSUMER_OFFSETS_TOPIC], "segment.bytes", "2048")
+    data = tmp_path / "txn-offsets-data"
+    settings = {**FAST_CLEANER, "offsets_topic_num_partitions": "1", "log_cleaner_delete_retention_ms": "0"}
+    broker = await start_broker(data, **settings)
+    client = await broker.connect()
+    topic = await _topic(client)
+    pid, epoch = await _init_ok(client, TXN)
+    committed = -1
+
+    def older_half_batches() -> int:
+        """Batches left in the older half of the log (passes lag a few segments behind the writes)."""
+        half = offsets_log().log_end_offset // 2
+        return sum(1 for s in offsets_log().segments for _, h in s.iter_headers(0) if h.base_offset < half)
+
+    def offsets_log():
+        return broker.node.logs.get(CONSUMER_OFFSETS_TOPIC, 0)
+
+    for i in range(400):  # ~170 bytes per transaction (offset record and marker): a segment every ~12
+        assert await _add_offsets(client, pid, epoch) == ErrorCode.NONE
+        assert await _txn_commit(client, pid, epoch, {(topic, 0): i}) == {(topic, 0): ErrorCode.NONE}
+        commit = i % 5 != 4
+        assert await _end(client, pid, epoch, commit, TXN) == ErrorCode.NONE
+        committed = i if commit else committed
+        if i >= 100 and older_half_batches() == 0 and len(offsets_log().segments) <= 8:
+            break
+        await trio.sleep(0.005)  # passes run every 20 ms
+    # Without compaction the older half alone would hold 100+ batches in 8+ segments.
+    assert i >= 100 and older_half_batches() == 0 and len(offsets_log().segments) <= 8
+    assert offsets_log().log_end_offset == 2 * (i + 1)
+    assert (await fetch_offsets(client, [(topic, 0)], require_stable=True))[(topic, 0)] == (committed, "m", 0)
+    await broker.stop()
+
+    broker = await start_broker(data, **settings)
+    client = await broker.connect()
+    assert (await fetch_offsets(client, [(topic, 0)], require_stable=True))[(topic, 0)] == (committed, "m", 0)
+    assert await _init_ok(client, TXN) == (pid, epoch + 1)  # no transaction was left looking open

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from oncelog.protocol.records.batch import parse_header
 from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_records
 from oncelog.storage import cleaner, cleaner_process
 from oncelog.storage.append_origin import AppendOrigin
@@ -30,17 +31,24 @@ def append(log: PartitionLog, records: list[tuple[bytes | None, bytes | None]], 
 
 
 def contents(log: PartitionLog, start: int | None = None) -> list[tuple[int, bytes | None, bytes | None]]:
+    """The data records (markers left out)."""
     data = log.read(log.log_start_offset if start is None else start, 1 << 30, min_one_batch=True)
-    return [(r.offset, r.key, r.value) for _, r in iter_records(data)]
+    return [(r.offset, r.key, r.value) for header, r in iter_records(data) if not header.is_control]
+
+
+def marker_offsets(log: PartitionLog) -> list[int]:
+    data = log.read(log.log_start_offset, 1 << 30, min_one_batch=True)
+    return [header.base_offset for header, _ in iter_records(data) if header.is_control]
 
 
 def compact(log: PartitionLog, *, now_ms: int = NOW_MS, first_dirty: int = 0) -> list[cleaner.CleanedGroup]:
-    """One pass, installed; the groups it rewrote."""
+    """One pass, installed, as the broker runs it (below the last stable offset); the groups it rewrote."""
     log.update_high_watermark(log.log_end_offset)
-    found = cleaner.compaction_range(log.segments, log.high_watermark, first_dirty)
+    found = cleaner.compaction_range(log.segments, log.last_stable_offset, first_dirty)
     if found is None:
         return []
-    groups = cleaner.clean_range(*found, log.config, now_ms=now_ms)
+    transactions = log.compaction_transactions(found[1])
+    groups = cleaner.clean_range(*found, log.config, now_ms=now_ms, transactions=transactions)
     for group in groups:
         log.replace_segments(group)
     return groups
@@ -133,11 +141,20 @@ def test_tombstones_go_once_older_than_delete_retention(tmp_path: Path) -> None:
     assert contents(log) == [(1, b"b", b"1"), (3, b"c", b"1")]
 
 
-def test_a_tombstone_stays_while_a_batch_kept_whole_holds_its_key(tmp_path: Path) -> None:
+def end_txn(log: PartitionLog, producer_id: int, *, commit: bool, ts: int = NOW_MS, epoch: int = 0) -> int:
+    """Append the coordinator's COMMIT or ABORT marker for ``producer_id``; its offset."""
+    control_key = b"\x00\x00\x00" + (b"\x01" if commit else b"\x00")
+    data = encode_batch([SimpleRecord(control_key, b"\x00\x00\x00\x00\x00\x00", (), ts)],
+                        producer_id=producer_id, producer_epoch=epoch, transactional=True, control=True)  # fmt: skip
+    return log.append(data, now_ms=ts, origin=AppendOrigin.COORDINATOR).first_offset
+
+
+def test_a_tombstone_stays_while_a_producers_last_batch_holds_its_key(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "g-0", COMPACT)
     old = NOW_MS - 2 * DAY_MS
     append(log, [(b"g", b"committed offset")], ts=old, producer_id=5, producer_epoch=0, base_sequence=0,
            transactional=True)  # fmt: skip
+    end_txn(log, 5, commit=True, ts=old)
     append(log, [(b"g", None), (b"h", b"1")], ts=old)  # g's tombstone: older than delete.retention.ms
     append(log, [(b"h", None)], ts=old)  # h's: nothing else holds h
     log.roll()
@@ -145,30 +162,112 @@ def test_a_tombstone_stays_while_a_batch_kept_whole_holds_its_key(tmp_path: Path
 
     compact(log)
 
-    assert contents(log) == [(0, b"g", b"committed offset"), (1, b"g", None), (4, b"z", b"active")]
+    # Producer 5's last batch stays whole for its sequence, so g's tombstone must outlive it; so does its marker.
+    assert contents(log) == [(0, b"g", b"committed offset"), (2, b"g", None), (5, b"z", b"active")]
+    assert marker_offsets(log) == [1]
 
 
-def test_batches_with_a_producer_id_stay_whole(tmp_path: Path) -> None:
+def test_idempotent_batches_are_cleaned_keeping_offsets_sequences_and_each_producers_last(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "p-0", COMPACT)
-    append(log, [(b"a", b"plain"), (b"b", b"plain"), (b"c", b"plain")])
-    append(log, [(b"a", b"idempotent"), (b"x", b"idempotent")], producer_id=7, producer_epoch=0, base_sequence=0)
-    append(log, [(b"c", b"transactional")], producer_id=8, producer_epoch=0, base_sequence=0, transactional=True)
-    append(log, [(b"x", b"plain"), (b"b", b"plain-2")])
+    idempotent = dict(producer_id=7, producer_epoch=0)
+    append(log, [(b"a", b"plain"), (b"b", b"plain")])
+    append(log, [(b"a", b"idem-0"), (b"x", b"idem-0"), (b"y", b"idem-0")], base_sequence=0, **idempotent)
+    retried = encode_batch([SimpleRecord(b"x", b"idem-3", (), NOW_MS)], base_offset=0, base_sequence=3, **idempotent)
+    log.append(retried, now_ms=NOW_MS)
+    append(log, [(b"y", b"plain-2"), (b"x", b"plain-2")])
     log.roll()
     append(log, [(b"z", b"active")])
 
     compact(log)
 
     assert contents(log) == [
-        (2, b"c", b"plain"),  # a transactional write may be aborted: it does not make c's plain record obsolete
-        (3, b"a", b"idempotent"),  # an idempotent write does make a's obsolete, and its batch stays whole
-        (4, b"x", b"idempotent"),
-        (5, b"c", b"transactional"),
-        (6, b"x", b"plain"),
-        (7, b"b", b"plain-2"),
+        (1, b"b", b"plain"),
+        (2, b"a", b"idem-0"),  # the idempotent batch lost x and y, and kept its offsets and sequence range
+        (5, b"x", b"idem-3"),  # producer 7's last batch stays whole, though x has a later record
+        (6, b"y", b"plain-2"),
+        (7, b"x", b"plain-2"),
         (8, b"z", b"active"),
     ]
-    assert log.producer_state.last_entry(7) is not None
+    rewritten = parse_header(log.read(2, 1 << 20, min_one_batch=True))
+    assert (rewritten.base_offset, rewritten.last_offset, rewritten.records_count) == (2, 4, 1)
+    assert (rewritten.producer_id, rewritten.base_sequence, rewritten.last_sequence) == (7, 0, 2)
+
+    crash(log)
+    for snapshot in log.directory.glob("*.snapshot"):
+        snapshot.unlink()  # producer state comes back from the compacted batches alone
+    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    assert again.producer_state.last_entry(7).last_seq == 3
+    assert again.append(retried, now_ms=NOW_MS).duplicate  # a retry of the last batch is still known
+
+
+def test_aborted_batches_go_and_markers_follow_once_their_data_is_gone(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "x-0", COMPACT)
+    old = NOW_MS - 2 * DAY_MS
+    txn = dict(producer_id=8, producer_epoch=0, transactional=True)
+    append(log, [(b"c", b"aborted")], ts=old, base_sequence=0, **txn)  # 0
+    abort = end_txn(log, 8, commit=False, ts=old)  # 1
+    append(log, [(b"d", b"committed, then overwritten")], ts=old, base_sequence=1, **txn)  # 2
+    commit_d = end_txn(log, 8, commit=True, ts=old)  # 3
+    append(log, [(b"c", b"committed"), (b"e", b"committed")], ts=old, base_sequence=2, **txn)  # 4, 5
+    commit_c = end_txn(log, 8, commit=True, ts=old)  # 6
+    append(log, [(b"d", b"plain")], ts=old)  # 7
+    append(log, [(b"f", b"last")], ts=old, base_sequence=4, **txn)  # 8: producer 8's last data batch
+    commit_f = end_txn(log, 8, commit=True, ts=old)  # 9
+    log.roll()
+    append(log, [(b"z", b"active")])
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == [(8, 0)]
+
+    compact(log)  # the aborted and the obsolete batches go; their markers stay one pass longer
+    assert contents(log) == [(4, b"c", b"committed"), (5, b"e", b"committed"), (7, b"d", b"plain"),
+                             (8, b"f", b"last"), (10, b"z", b"active")]  # fmt: skip
+    assert marker_offsets(log) == [abort, commit_d, commit_c, commit_f]
+
+    compact(log)  # now nothing of those two transactions is left: their markers go
+    assert marker_offsets(log) == [commit_c, commit_f]
+    assert [r[0] for r in contents(log)] == [4, 5, 7, 8, 10]
+
+    crash(log)
+    for snapshot in log.directory.glob("*.snapshot"):
+        snapshot.unlink()
+    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    again.update_high_watermark(again.log_end_offset)
+    assert again.last_stable_offset == again.log_end_offset  # no transaction looks open
+    assert again.producer_state.last_entry(8).last_seq == 4
+
+
+def test_markers_and_aborted_data_stay_until_delete_retention(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "r-0", COMPACT)
+    txn = dict(producer_id=3, producer_epoch=0, transactional=True)
+    append(log, [(b"a", b"aborted")], base_sequence=0, **txn)
+    end_txn(log, 3, commit=False)
+    append(log, [(b"a", b"committed")], base_sequence=1, **txn)
+    end_txn(log, 3, commit=True)
+    log.roll()
+    append(log, [(b"z", b"active")])
+
+    for _ in range(2):
+        compact(log)  # the segment is new: markers stay however often it is cleaned
+    assert contents(log) == [(2, b"a", b"committed"), (4, b"z", b"active")]
+    assert marker_offsets(log) == [1, 3]
+
+
+def test_a_range_stops_below_an_open_transaction(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "o-0", COMPACT)
+    append(log, [(b"a", b"1")])
+    append(log, [(b"a", b"2")])
+    log.roll()
+    append(log, [(b"a", b"open")], base_sequence=0, producer_id=4, producer_epoch=0, transactional=True)
+    append(log, [(b"a", b"3")])
+    log.roll()
+    append(log, [(b"a", b"4")])
+    log.roll()
+    append(log, [(b"z", b"active")])
+
+    compact(log)
+
+    # Only the first segment lies wholly below the open transaction; the records after it are untouched.
+    assert contents(log) == [(1, b"a", b"2"), (2, b"a", b"open"), (3, b"a", b"3"), (4, b"a", b"4"),
+                             (5, b"z", b"active")]  # fmt: skip
 
 
 def _prepare(tmp_path: Path) -> tuple[PartitionLog, list, list]:
@@ -288,11 +387,12 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
 
 def _job(log: PartitionLog) -> tuple[list, dict]:
     log.update_high_watermark(log.log_end_offset)
-    found = cleaner.compaction_range(log.segments, log.high_watermark, 0)
+    found = cleaner.compaction_range(log.segments, log.last_stable_offset, 0)
     assert found is not None
     cleanable, end = found
     bases = [s.base_offset for s in cleanable]
-    job = json.loads(cleaner_process.job_for(log.directory, bases, end, NOW_MS, log.config))
+    transactions = log.compaction_transactions(end)
+    job = json.loads(cleaner_process.job_for(log.directory, bases, end, NOW_MS, log.config, transactions))
     return cleanable, {**job, "parent": os.getppid()}  # run here, as if this process were the broker's child
 
 
@@ -409,3 +509,162 @@ def test_the_groups_of_a_pass_killed_part_way_are_found_and_installed(
     crash(log)
     again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
     assert contents(again) == below
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_producers_and_transactions_keep_every_keys_latest_visible_record(tmp_path: Path, seed: int) -> None:
+    """Plain, idempotent and transactional writers interleaved, passes in between: after every pass, and after a
+    reload without producer snapshots, every key's latest visible record is there at its offset, no aborted record
+    is (but in its producer's last batch), every transactional record still has its marker, and producer state
+    comes back whole."""
+    rng = random.Random(seed)
+    log = PartitionLog.open(tmp_path / "m-0", LogConfig(segment_bytes=600, cleanup_policy=("compact",)))
+    old = NOW_MS - 2 * DAY_MS
+    written: dict[int, tuple[bytes, bytes]] = {}
+    txn_of: dict[int, tuple[int, int]] = {}  # offset -> (producer id, its transaction's first offset)
+    batch_of: dict[int, tuple[int, int]] = {}  # offset -> (producer id, its batch's last offset)
+    outcome: dict[tuple[int, int], tuple[bool, int]] = {}  # transaction -> (committed, marker offset)
+    sequence = dict.fromkeys((10, 11, 12, 20, 21), 0)
+    open_txn: dict[int, int] = {}
+
+    def write(producer_id: int | None) -> None:
+        count = rng.randint(1, 3)
+        records = [(f"k{rng.randrange(15)}".encode(), f"v{rng.random():.5f}".encode()) for _ in range(count)]
+        fields = {}
+        if producer_id is not None:
+            fields = dict(producer_id=producer_id, producer_epoch=0, base_sequence=sequence[producer_id],
+                          transactional=producer_id < 20)  # fmt: skip
+            sequence[producer_id] += len(records)
+        first = append(log, records, ts=old, **fields)
+        for i, record in enumerate(records):
+            written[first + i] = record
+            if producer_id is not None:
+                batch_of[first + i] = (producer_id, first + len(records) - 1)
+                if producer_id < 20:
+                    txn_of[first + i] = (producer_id, open_txn.setdefault(producer_id, first))
+
+    def end(producer_id: int) -> None:
+        commit = rng.random() < 0.6
+        outcome[(producer_id, open_txn.pop(producer_id))] = (commit, end_txn(log, producer_id, commit=commit, ts=old))
+
+    def check(log: PartitionLog, settled: bool) -> None:
+        """``settled``: no transaction is open and every segment but the active one was in the last pass."""
+        present = {offset: (key, value) for offset, key, value in contents(log)}
+        assert all(written[offset] == record for offset, record in present.items())
+        markers = set(marker_offsets(log))
+        last_batch = {pid: last for pid, last in batch_of.values()}  # each producer's latest batch's last offset
+
+        def visible(offset: int) -> bool:
+            txn = txn_of.get(offset)
+            return txn is None or outcome.get(txn, (True,))[0]
+
+        latest = {}
+        for offset, (key, _) in sorted(written.items()):
+            if visible(offset) and (offset not in txn_of or txn_of[offset] in outcome):
+                latest[key] = offset
+        assert all(offset in present for offset in latest.values())
+        for offset in present:
+            if offset in txn_of and txn_of[offset] in outcome:
+                committed, marker = outcome[txn_of[offset]]
+                assert marker in markers
+                producer_id, batch_last = batch_of[offset]
+                assert committed or batch_last == last_batch[producer_id] or not settled
+
+    for step in range(400):
+        choice = rng.random()
+        if choice < 0.3:
+            write(None)
+        elif choice < 0.5:
+            write(rng.choice((20, 21)))
+        else:
+            producer_id = rng.choice((10, 11, 12))
+            if producer_id in open_txn and rng.random() < 0.35:
+                end(producer_id)
+            else:
+                write(producer_id)
+        if rng.random() < 0.05:
+            log.roll()
+        if step % 50 == 49:
+            compact(log)
+            check(log, settled=False)
+    for producer_id in list(open_txn):
+        end(producer_id)
+    log.roll()
+    written[append(log, [(b"z", b"active")])] = (b"z", b"active")
+    for _ in range(2):
+        compact(log)
+        check(log, settled=True)
+    states = {pid: (e.epoch, e.last_seq) for pid, e in log.producer_state.producers.items()}
+
+    crash(log)
+    for snapshot in log.directory.glob("*.snapshot"):
+        snapshot.unlink()
+    again = PartitionLog.open(log.directory, log.config, recovery_point=0)
+    again.update_high_watermark(again.log_end_offset)
+    check(again, settled=True)
+    assert again.last_stable_offset == again.log_end_offset
+    assert {pid: (e.epoch, e.last_seq) for pid, e in again.producer_state.producers.items()} == states
+
+
+def _aborted_in_every_segment(tmp_path: Path) -> PartitionLog:
+    """Three segments, each with an aborted transaction of producer 1; producer 2's last transaction, in the
+    third, is aborted too (its batch stays whole: it is the producer's last)."""
+    log = PartitionLog.open(tmp_path / "i-0", COMPACT)
+    old = NOW_MS - 2 * DAY_MS
+    for i in range(3):
+        append(log, [(b"a", b"aborted %d" % i)], ts=old, producer_id=1, producer_epoch=0, base_sequence=2 * i,
+               transactional=True)  # fmt: skip
+        end_txn(log, 1, commit=False, ts=old)
+        append(log, [(b"a", b"kept %d" % i)], ts=old, producer_id=1, producer_epoch=0, base_sequence=2 * i + 1,
+               transactional=True)  # fmt: skip
+        end_txn(log, 1, commit=True, ts=old)
+        if i == 2:
+            append(log, [(b"b", b"aborted, last")], ts=old, producer_id=2, producer_epoch=0, base_sequence=0,
+                   transactional=True)  # fmt: skip
+            end_txn(log, 2, commit=False, ts=old)
+        log.roll()
+    append(log, [(b"z", b"active")])
+    return log
+
+
+def test_segments_with_aborted_transactions_merge_keeping_the_entries_still_needed(tmp_path: Path) -> None:
+    log = _aborted_in_every_segment(tmp_path)
+    assert [len(s.txn_index.entries) for s in log.segments] == [1, 1, 2, 0]
+
+    compact(log)  # the aborted batches go; their markers (and index entries) stay one pass longer
+    assert [len(s.txn_index.entries) for s in log.segments] == [4, 0]
+    compact(log)
+
+    assert len(log.segments) == 2
+    assert [(t.producer_id, t.first_offset) for t in log.segments[0].txn_index.entries] == [(2, 12)]
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == [(2, 12)]
+    assert contents(log) == [(10, b"a", b"kept 2"), (12, b"b", b"aborted, last"), (14, b"z", b"active")]
+    log.close()
+    again = PartitionLog.open(log.directory, COMPACT, clean_shutdown=True)
+    assert again.collect_aborted_transactions(0, again.log_end_offset) == [(2, 12)]
+
+
+@pytest.mark.parametrize("dies_at", ["replace", "rename"])
+def test_a_crash_inside_a_swap_with_a_merged_txn_index_completes_both_on_load(
+    tmp_path: Path, monkeypatch, dies_at: str
+) -> None:
+    """Killed before the merged ``.txnindex`` or the swap file is moved into place: loading finishes the rest."""
+    log = _aborted_in_every_segment(tmp_path)
+    real = getattr(cleaner.os, dies_at)
+
+    def dies(src, dst) -> None:
+        if str(src).endswith((".txnindex.cleaned", ".log.swap")[dies_at == "rename"]):
+            raise OSError("killed while completing the swap")
+        real(src, dst)
+
+    monkeypatch.setattr(cleaner.os, dies_at, dies)
+    with pytest.raises(OSError, match="killed"):
+        compact(log)
+    monkeypatch.undo()
+    log.close()
+
+    again = PartitionLog.open(log.directory, COMPACT, clean_shutdown=True)  # indexes read, not rebuilt
+    assert files(again) == segment_files(again)
+    assert [len(s.txn_index.entries) for s in again.segments] == [4, 0]
+    assert again.collect_aborted_transactions(0, again.log_end_offset) == [(1, 0), (1, 4), (1, 8), (2, 12)]
+    assert contents(again) == [(10, b"a", b"kept 2"), (12, b"b", b"aborted, last"), (14, b"z", b"active")]
