@@ -1,5 +1,6 @@
 """The broker's compaction task: every ``log.cleaner.backoff.ms``, a compaction pass over each log whose
-cleanup.policy holds "compact" and that closed a segment since its last pass.
+cleanup.policy holds "compact" and that closed a segment since its last pass. The policy is read at every look, so a
+topic switched to or from compaction (AlterConfigs) is picked up or left alone from the next look on.
 
 The pass itself (``storage.cleaner``) runs in a child process (``storage.cleaner_process``), so that decoding every
 record of the range never holds this process's GIL; the broker then opens the new segments in a worker thread and
@@ -74,13 +75,14 @@ class LogCompactor:
             return
         cleanable, end = found
         bases = [s.base_offset for s in cleanable]
-        job = job_for(partition_log.directory, bases, end, now_ms(), partition_log.config)
+        config = partition_log.config  # one config for the whole pass, though AlterConfigs may change it meanwhile
+        job = job_for(partition_log.directory, bases, end, now_ms(), config)
         child = await trio.run_process(_CHILD, stdin=job, capture_stdout=True, capture_stderr=True, check=False)
         if child.returncode != 0:
             raise CompactionFailed(child.stderr.decode(errors="replace").strip()[-2000:])
         report = _report(child)
         reported = [tuple(group) for group in report["groups"]]
-        groups = await trio.to_thread.run_sync(open_cleaned, cleanable, reported, partition_log.config)
+        groups = await trio.to_thread.run_sync(open_cleaned, cleanable, reported, config)
         self._install(partition_log, groups)
         if report.get("error"):
             raise CompactionFailed(f"stopped after {len(groups)} groups: {report['error']}")
