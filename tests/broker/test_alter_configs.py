@@ -303,3 +303,16 @@ async def test_switching_cleanup_policy_starts_and_stops_compaction(start_broker
 
     assert await _alter(client, "table", ("cleanup.policy", SET, "delete")) == OK
     assert await _produce(client, "table", keyless) == ErrorCode.NONE
+
+
+async def test_a_change_that_cannot_be_saved_changes_nothing(broker, client, monkeypatch) -> None:
+    await _create(client, "unsaved", retention_ms="1234")
+
+    def disk_full(path, data) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("oncelog.broker.metadata.atomic_write", disk_full)
+    code, message = await _alter(client, "unsaved", ("retention.ms", SET, "1"))
+    assert code == ErrorCode.KAFKA_STORAGE_ERROR and "No space left" in message
+    assert broker.node.metadata.get("unsaved").configs == {"retention.ms": "1234"}
+    assert broker.node.logs.get("unsaved", 0).config.retention_ms == 1234
