@@ -32,6 +32,10 @@ class PropertySpec:
     topic_name: str | None = None  # the per-topic override name, where Kafka has one
     #: For a comma-separated list (Kafka's LIST type): the items it may hold; the value must name at least one.
     list_items: frozenset[str] | None = None
+    #: The only values a string property may take (Kafka's ``in(...)`` validator).
+    choices: tuple[str, ...] | None = None
+    #: Kafka's lower bound (``atLeast``) on the topic-level value, checked for topic overrides.
+    topic_minimum: int | None = None
 
 
 #: Every property the broker understands, Kafka's name -> spec. Unknown names are rejected at start-up.
@@ -46,17 +50,44 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec("default.replication.factor", int, 1, "Replication factor of an auto-created topic."),
         PropertySpec("auto.create.topics.enable", bool, True, "Create unknown topics on Metadata requests."),
         PropertySpec("delete.topic.enable", bool, True, "Allow DeleteTopics."),
-        PropertySpec("message.max.bytes", int, 1048588, "Largest record batch accepted.", "max.message.bytes"),
+        PropertySpec(
+            "message.max.bytes", int, 1048588, "Largest record batch accepted.", "max.message.bytes", topic_minimum=0
+        ),
         PropertySpec("socket.request.max.bytes", int, 104857600, "Largest request frame accepted."),
         PropertySpec("connections.max.idle.ms", int, 600000, "Idle connections are closed after this."),
-        PropertySpec("log.segment.bytes", int, 1073741824, "Segment size that triggers a roll.", "segment.bytes"),
-        PropertySpec("log.roll.ms", int, 604800000, "Segment age that triggers a roll.", "segment.ms"),
+        # segment.bytes at least LegacyRecord.RECORD_OVERHEAD_V0, as in Kafka's LogConfig.
         PropertySpec(
-            "log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", "index.interval.bytes"
+            "log.segment.bytes",
+            int,
+            1073741824,
+            "Segment size that triggers a roll.",
+            "segment.bytes",
+            topic_minimum=14,
         ),
-        PropertySpec("log.index.size.max.bytes", int, 10485760, "Maximum offset index size.", "segment.index.bytes"),
+        PropertySpec("log.roll.ms", int, 604800000, "Segment age that triggers a roll.", "segment.ms", topic_minimum=1),
         PropertySpec(
-            "log.retention.ms", int, 604800000, "Delete segments older than this (-1: never).", "retention.ms"
+            "log.index.interval.bytes",
+            int,
+            4096,
+            "Bytes between offset index entries.",
+            "index.interval.bytes",
+            topic_minimum=0,
+        ),
+        PropertySpec(
+            "log.index.size.max.bytes",
+            int,
+            10485760,
+            "Maximum offset index size.",
+            "segment.index.bytes",
+            topic_minimum=4,
+        ),
+        PropertySpec(
+            "log.retention.ms",
+            int,
+            604800000,
+            "Delete segments older than this (-1: never).",
+            "retention.ms",
+            topic_minimum=-1,
         ),
         PropertySpec(
             "log.retention.bytes", int, -1, "Delete old segments above this size (-1: never).", "retention.bytes"
@@ -68,8 +99,16 @@ PROPERTIES: dict[str, PropertySpec] = {
             1,
             "Messages accumulated before an fsync; 1 = fsync before acknowledging.",
             "flush.messages",
+            topic_minimum=1,
         ),
-        PropertySpec("log.flush.interval.ms", int, -1, "Maximum time data stays unflushed (-1: unset).", "flush.ms"),
+        PropertySpec(
+            "log.flush.interval.ms",
+            int,
+            -1,
+            "Maximum time data stays unflushed (-1: unset).",
+            "flush.ms",
+            topic_minimum=0,
+        ),
         PropertySpec("log.flush.scheduler.interval.ms", int, 1000, "How often page-cache mode checks for flushes."),
         PropertySpec("log.flush.offset.checkpoint.interval.ms", int, 60000, "How often recovery points are saved."),
         PropertySpec(
@@ -78,6 +117,7 @@ PROPERTIES: dict[str, PropertySpec] = {
             60000,
             "Delay before deleted segment files are removed.",
             "file.delete.delay.ms",
+            topic_minimum=0,
         ),
         PropertySpec("producer.id.expiration.ms", int, 86400000, "Idle producer ids are forgotten after this."),
         PropertySpec(
@@ -95,14 +135,29 @@ PROPERTIES: dict[str, PropertySpec] = {
             86400000,
             "How long compaction keeps a tombstone (a null value) that is its key's latest record.",
             "delete.retention.ms",
+            topic_minimum=0,
         ),
         PropertySpec("log.cleaner.enable", bool, True, "Compact the logs whose cleanup.policy holds compact."),
         PropertySpec("log.cleaner.backoff.ms", int, 15000, "Pause between looks for logs to compact."),
-        PropertySpec("log.message.timestamp.type", str, "CreateTime", "Timestamp type.", "message.timestamp.type"),
+        PropertySpec(
+            "log.message.timestamp.type",
+            str,
+            "CreateTime",
+            "Timestamp type.",
+            "message.timestamp.type",
+            choices=("CreateTime", "LogAppendTime"),
+        ),
         PropertySpec(
             "compression.type", str, "producer", "Broker-side compression (only 'producer').", "compression.type"
         ),
-        PropertySpec("min.insync.replicas", int, 1, "Replicas that must acknowledge acks=all.", "min.insync.replicas"),
+        PropertySpec(
+            "min.insync.replicas",
+            int,
+            1,
+            "Replicas that must acknowledge acks=all.",
+            "min.insync.replicas",
+            topic_minimum=1,
+        ),
         PropertySpec("transaction.max.timeout.ms", int, 900000, "Largest transaction timeout a producer may ask for."),
         PropertySpec("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state."),
         PropertySpec(
@@ -136,23 +191,29 @@ PROPERTIES: dict[str, PropertySpec] = {
 TOPIC_PROPERTIES: dict[str, str] = {s.topic_name: s.name for s in PROPERTIES.values() if s.topic_name}
 
 
-def parse_value(spec: PropertySpec, raw: str) -> object:
-    """Convert a property's text to its type; raises ConfigError with the property's name."""
+def parse_value(spec: PropertySpec, raw: str, name: str | None = None) -> object:
+    """Convert a property's text to its type; raises ConfigError in Kafka's words (``Invalid value X for
+    configuration NAME: why``), naming ``name`` (default: the broker property's name)."""
     text = raw.strip()
-    try:
-        if spec.kind is bool:
-            if text.lower() not in ("true", "false"):
-                raise ValueError(text)
-            return text.lower() == "true"
-        if spec.kind is int:
+
+    def invalid(why: str) -> ConfigError:
+        return ConfigError(f"Invalid value {raw} for configuration {name or spec.name}: {why}")
+
+    if spec.kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise invalid("Expected value to be either true or false")
+        return text.lower() == "true"
+    if spec.kind is int:
+        try:
             return int(text)
-    except ValueError:
-        raise ConfigError(f"invalid value {raw!r} for {spec.name} (expected {spec.kind.__name__})") from None
+        except ValueError:
+            raise invalid("Not a number") from None
     if spec.list_items is not None:
         items = list_items(text)
         if not items or not set(items) <= spec.list_items:
-            allowed = ", ".join(sorted(spec.list_items))
-            raise ConfigError(f"invalid value {raw!r} for {spec.name} (a comma-separated list of {allowed})")
+            raise invalid(f"String must be one of: {', '.join(sorted(spec.list_items))}")
+    if spec.choices is not None and text not in spec.choices:
+        raise invalid(f"String must be one of: {', '.join(spec.choices)}")
     return text
 
 
@@ -268,16 +329,33 @@ class BrokerConfig:
         )
 
 
+def is_list_config(topic_name: str) -> bool:
+    """Whether a topic-level config is a comma-separated list (Kafka's LIST type), e.g. cleanup.policy."""
+    broker_name = TOPIC_PROPERTIES.get(topic_name)
+    return broker_name is not None and PROPERTIES[broker_name].list_items is not None
+
+
+def topic_config_problem(name: str, raw: str | None) -> str | None:
+    """Why ``raw`` is not a valid value of the topic config ``name`` (Kafka's LogConfig message), or None."""
+    broker_name = TOPIC_PROPERTIES.get(name)
+    if broker_name is None:
+        return f"Unknown topic config name: {name}"
+    if raw is None:
+        return f"Null value not supported for topic configs: {name}"
+    spec = PROPERTIES[broker_name]
+    try:
+        value = parse_value(spec, raw, name)
+    except ConfigError as exc:
+        return str(exc)
+    if spec.topic_minimum is not None and isinstance(value, int) and value < spec.topic_minimum:
+        return f"Invalid value {raw} for configuration {name}: Value must be at least {spec.topic_minimum}"
+    return None
+
+
 def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
-    """Return an error message when a CreateTopics config is unknown or malformed, else None."""
+    """Return an error message when a topic config (CreateTopics, AlterConfigs) is unknown or invalid, else None."""
     for name, raw in configs.items():
-        broker_name = TOPIC_PROPERTIES.get(name)
-        if broker_name is None:
-            return f"Unknown topic config name: {name}"
-        if raw is None:
-            return f"Null value not supported for topic config {name}"
-        try:
-            parse_value(PROPERTIES[broker_name], raw)
-        except ConfigError as exc:
-            return str(exc)
+        problem = topic_config_problem(name, raw)
+        if problem is not None:
+            return problem
     return None

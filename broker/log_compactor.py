@@ -1,5 +1,6 @@
 """The broker's compaction task: every ``log.cleaner.backoff.ms``, a compaction pass over each log whose
-cleanup.policy holds "compact" and that closed a segment since its last pass.
+cleanup.policy holds "compact" and that closed a segment since its last pass. The policy is read at every look, so a
+topic switched to or from compaction (AlterConfigs) is picked up or left alone from the next look on.
 
 The pass itself (``storage.cleaner``) runs in a child process (``storage.cleaner_process``), so that decoding every
 record of the range never holds this process's GIL; the broker then opens the new segments in a worker thread and
@@ -75,8 +76,9 @@ class LogCompactor:
             return
         cleanable, end = found
         bases = [s.base_offset for s in cleanable]
+        config = partition_log.config  # one config for the whole pass, though AlterConfigs may change it meanwhile
         transactions = partition_log.compaction_transactions(end)
-        job = job_for(partition_log.directory, bases, end, now_ms(), partition_log.config, transactions)
+        job = job_for(partition_log.directory, bases, end, now_ms(), config, transactions)
         child = await trio.run_process(_CHILD, stdin=job, capture_stdout=True, capture_stderr=True, check=False)
         try:
             if child.returncode != 0:
@@ -88,11 +90,11 @@ class LogCompactor:
             # now, or retention could delete by path files that are no longer those segments' (or that the next
             # load would bring back from a swap file).
             finished = await trio.to_thread.run_sync(finish_interrupted, cleanable, end)
-            groups = await trio.to_thread.run_sync(open_cleaned, cleanable, finished, partition_log.config)
+            groups = await trio.to_thread.run_sync(open_cleaned, cleanable, finished, config)
             self._install(partition_log, groups)
             raise
         reported = [tuple(group) for group in report["groups"]]
-        groups = await trio.to_thread.run_sync(open_cleaned, cleanable, reported, partition_log.config)
+        groups = await trio.to_thread.run_sync(open_cleaned, cleanable, reported, config)
         self._install(partition_log, groups)
         if report.get("error"):
             raise CompactionFailed(f"stopped after {len(groups)} groups: {report['error']}")

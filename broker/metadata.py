@@ -92,12 +92,14 @@ class MetadataStore:
             for name, entry in raw["topics"].items():
                 self.topics[name] = TopicInfo(name, uuid.UUID(entry["id"]), entry["partitions"], entry["configs"])
 
-    def _save(self) -> None:
+    def _save(self, topics: Mapping[str, TopicInfo] | None = None) -> None:
+        """Write ``topics`` (default: the current ones) to topics.json, atomically and fsynced."""
+        topics = self.topics if topics is None else topics
         payload = {
             "version": 1,
             "topics": {
                 t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
-                for t in self.topics.values()
+                for t in topics.values()
             },
         }
         atomic_write(self._topics_path, json.dumps(payload, indent=1, sort_keys=True).encode())
@@ -118,6 +120,14 @@ class MetadataStore:
         self.topics[name] = info
         self._save()
         return info
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        """Replace the overrides of topic ``name``. Persisted before memory changes: if writing fails (OSError), nothing
+        has changed."""
+        topic = self.topics[name]
+        self._save({**self.topics, name: TopicInfo(name, topic.topic_id, topic.partitions, dict(configs))})
+        topic.configs = dict(configs)
+        return topic
 
     def remove(self, name: str) -> None:
         del self.topics[name]

@@ -1,14 +1,16 @@
-"""Creating and deleting topics: Kafka's validation rules, metadata persisted first, then the partition logs."""
+"""Creating, deleting and reconfiguring topics: Kafka's validation rules, metadata persisted first, then the
+partition logs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 from oncelog.broker.config import validate_topic_configs
 from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
+from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, new_overrides
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ class TopicOutcome:
 
 
 class TopicManager:
-    """Validates and applies topic creation and deletion for this node."""
+    """Validates and applies topic creation, deletion and config changes for this node."""
 
     def __init__(self, broker: BrokerNode) -> None:
         self._broker = broker
@@ -108,6 +110,40 @@ class TopicManager:
             self.ensure_logs(topic)
             log.info("internal_topic_created", topic=name, partitions=partitions)
         return topic
+
+    def alter_configs(
+        self, name: str, ops: Sequence[ConfigOp], *, incremental: bool, validate_only: bool = False
+    ) -> TopicOutcome:
+        """IncrementalAlterConfigs (``incremental``) or AlterConfigs (``ops`` are SETs replacing every override) of
+        topic ``name``. Unless ``validate_only``, a valid change is persisted (topics.json, atomic and fsynced) and
+        then applied to every partition log of the topic before this returns; a failed write changes nothing
+        (KAFKA_STORAGE_ERROR). Checks and errors are Kafka's, the config checks before the topic's existence."""
+        if not name:
+            return TopicOutcome(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+        problem = topic_name_problem(name)
+        if problem is not None:
+            return TopicOutcome(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        topic = self._broker.metadata.get(name)
+        try:
+            configs = new_overrides(name, topic.configs if topic else {}, ops, incremental=incremental)
+        except ConfigChangeError as exc:
+            return TopicOutcome(exc.code, exc.message)
+        if topic is None:
+            return TopicOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if validate_only or configs == topic.configs:
+            return TopicOutcome(ErrorCode.NONE, topic=topic)
+        try:
+            self._broker.metadata.set_configs(name, configs)
+        except OSError as exc:
+            log.error("topic_configs_not_saved", topic=name, error=str(exc))
+            return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save the configs of topic {name}: {exc}")
+        log_config = self._broker.topic_log_config(name)
+        for partition in range(topic.partitions):
+            partition_log = self._broker.logs.get(name, partition)
+            if partition_log is not None:
+                partition_log.update_config(log_config)
+        log.info("topic_configs_altered", topic=name, configs=configs)
+        return TopicOutcome(ErrorCode.NONE, topic=topic)
 
     def delete(self, name: str) -> TopicOutcome:
         """Delete a topic and its logs."""

@@ -13,6 +13,8 @@ from oncelog.client.types import TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
 
 RESOURCE_TYPES = {"topic": 2, "broker": 4}  # DescribeConfigs resource_type (Kafka ConfigResource.Type)
+#: IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType); append/subtract only on list configs.
+CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 ADMIN_TIMEOUT_MS = 30000  # default.api.timeout.ms is 60000; admin requests carry 30 s like Kafka's tools
 #: Coordinator states in which a transaction still owns its partitions: the coordinator will end it by itself
 #: (Ongoing until EndTxn or timeout; the Prepare* states until its markers are written). PrepareEpochFence is the
@@ -178,6 +180,22 @@ class Admin:
         if result.error_code:
             raise error_for(result.error_code, result.error_message)
         return {c.name: c.value for c in result.configs}
+
+    async def incremental_alter_configs(self, resource_type: str, name: str,
+                                        ops: Iterable[tuple[str, str, str | None]], *,
+                                        validate_only: bool = False) -> None:
+        """Apply ``(config, op, value)`` operations to a ``"topic"``'s (or ``"broker"``'s) configs, op one of
+        ``CONFIG_OPS`` (value None for "delete"), e.g. ``[("retention.ms", "set", "60000")]``. Raises the
+        resource's error; once it returns the change is durable and in effect (unless ``validate_only``)."""
+        configs = [{"name": key, "config_operation": CONFIG_OPS[op], "value": value} for key, op, value in ops]
+        body = {"resources": [{"resource_type": RESOURCE_TYPES[resource_type], "resource_name": name,
+                               "configs": configs}],
+                "validate_only": validate_only}
+        node = int(name) if resource_type == "broker" and name else None
+        resp = await self._cluster.request(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+        result = resp.responses[0]
+        if result.error_code:
+            raise error_for(result.error_code, result.error_message)
 
     # --- transactions (KIP-664) ---------------------------------------------------------------------------
 

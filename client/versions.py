@@ -19,6 +19,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.FIND_COORDINATOR: (1, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),

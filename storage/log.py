@@ -220,6 +220,18 @@ class PartitionLog:
         if now_ms is not None:
             state.expire_producers(now_ms)
 
+    # ------------------------------------------------------------------------------------------ configuration
+    def update_config(self, config: LogConfig) -> None:
+        """Use ``config`` from now on (Kafka's UnifiedLog.updateConfig), without reopening anything.
+
+        What the log decides per call follows at once: the largest batch accepted, rolling by size or age (at the
+        next append or ``maybe_roll_for_time``), retention, whether client batches need keys, producer expiry, and
+        what a compaction pass started afterwards uses. What shapes a segment's files (index.interval.bytes,
+        segment.index.bytes) applies from the next new segment: existing segments keep theirs, as in Kafka.
+        """
+        self.config = config
+        self.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
+
     # ------------------------------------------------------------------------------------------ appending
     @property
     def active_segment(self) -> LogSegment:

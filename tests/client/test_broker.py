@@ -306,3 +306,27 @@ async def test_admin_topics_configs_and_transactions(bootstrap_servers: str) -> 
         deleted = await admin.delete_topics([topic])
         assert deleted == {topic: None}
         assert topic not in await admin.list_topics()
+
+
+async def test_admin_incremental_alter_configs(bootstrap_servers: str) -> None:
+    from .conftest import fresh_name
+
+    topic = fresh_name("cfg")
+    async with Admin(bootstrap_servers) as admin:
+        await admin.create_topic(topic, 1)
+        await admin.incremental_alter_configs(
+            "topic", topic, [("retention.ms", "set", "60000"), ("cleanup.policy", "append", "compact")])
+        keys = ["retention.ms", "cleanup.policy"]
+        assert await admin.describe_configs("topic", topic, keys) == {
+            "retention.ms": "60000", "cleanup.policy": "delete,compact"}
+        await admin.incremental_alter_configs("topic", topic, [("retention.ms", "delete", None)])
+        await admin.incremental_alter_configs("topic", topic, [("cleanup.policy", "set", "delete")],
+                                              validate_only=True)
+        assert await admin.describe_configs("topic", topic, keys) == {
+            "retention.ms": "604800000", "cleanup.policy": "delete,compact"}
+        with pytest.raises(KafkaError) as info:
+            await admin.incremental_alter_configs("topic", topic, [("retention.ms", "append", "1")])
+        assert info.value.code == ErrorCode.INVALID_CONFIG
+        with pytest.raises(KafkaError) as info:
+            await admin.incremental_alter_configs("broker", "1", [("log.retention.ms", "set", "1")])
+        assert info.value.code == ErrorCode.INVALID_REQUEST

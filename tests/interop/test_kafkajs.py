@@ -6,7 +6,7 @@ what it did with confluent-kafka where a second opinion helps: admin (create, al
 metadata), plain and idempotent produce under none and gzip (the codecs kafkajs ships) with every record field
 checked, key placement by its Java-compatible partitioner, a consumer group that commits and resumes, transactions
 that commit and abort as read_committed and read_uncommitted readers see them, and a consume-transform-produce loop
-whose offsets travel in its transactions (``sendOffsets``).
+whose offsets travel in its transactions (``sendOffsets``), and ``alterConfigs`` read back with ``describeConfigs``.
 """
 
 from __future__ import annotations
@@ -134,6 +134,24 @@ def test_admin_creates_topics_and_describes_them(bootstrap: str) -> None:
     assert sorted(p["partition"] for p in result["partitions"]) == list(range(PARTITIONS))
     assert len({p["leader"] for p in result["partitions"]}) == 1
     assert result["listed"] is True
+
+
+def test_alter_configs_replaces_the_overrides(bootstrap: str, make_topic: Callable[..., str]) -> None:
+    topic = make_topic("kjs-configs", 1)
+    wanted = {"retention.ms": "60000", "cleanup.policy": "compact,delete"}
+    result = kafkajs(bootstrap, "configs", topic=topic, configs=wanted, invalid={"retention.ms": "soon"})
+    assert [(r["resourceName"], r["errorCode"]) for r in result["altered"]] == [(topic, 0)]
+    entries = result["entries"]
+    assert {name: entries[name]["value"] for name in wanted} == wanted
+    assert entries["retention.ms"]["source"] == 1  # DYNAMIC_TOPIC_CONFIG
+    assert entries["max.message.bytes"]["source"] == 5  # DEFAULT_CONFIG
+    assert result["invalidError"] == "INVALID_CONFIG"
+    # Read back by a second client too: the failed change left the first one in place.
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    assert future.result(timeout=15)["retention.ms"].value == "60000"
 
 
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])

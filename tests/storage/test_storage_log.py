@@ -467,3 +467,22 @@ def test_failed_write_with_index_entries_waiting_keeps_the_files_whole(
     assert seg.offset_index.data == waiting and seg.offset_index.path.stat().st_size == 0  # not zero-filled
     seg.write_index_entries()
     assert seg.offset_index.path.read_bytes() == waiting
+
+
+def test_update_config_applies_without_reopening(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=1 << 20, index_interval_bytes=300, retention_ms=-1))
+    fill(log, 5)
+    big = make_batch(30)
+    log.append(big, now_ms=0)
+    assert len(log.segments) == 1
+    log.update_config(LogConfig(segment_bytes=300, index_interval_bytes=100, max_message_bytes=len(big) - 1,
+                                retention_ms=1000, producer_id_expiration_ms=5))
+    with pytest.raises(RecordTooLargeError):
+        log.append(big, now_ms=0)
+    fill(log, 1, ts=5000)  # the full segment rolls at the next append
+    assert [s.base_offset for s in log.segments] == [0, 45]
+    assert log.segments[0].config.index_interval_bytes == 300  # an existing segment keeps its file layout
+    assert log.segments[1].config.index_interval_bytes == 100
+    assert log.producer_state.producer_id_expiration_ms == 5
+    log.update_high_watermark(log.log_end_offset)
+    assert log.enforce_retention(10_000) == 1  # the new retention.ms

@@ -13,8 +13,10 @@
  *            its given partition, committed or aborted.
  * - copy     {source, sink, groupId, transactionalId, expected}: consume-transform-produce with
  *            sendOffsets, a transaction per batch, until `expected` records were copied.
+ * - configs  {topic, configs, invalid}: alterConfigs of the topic to `configs` ({name: value}), then describeConfigs
+ *            (each entry's value and source); then alterConfigs to `invalid`, whose error type is returned.
  */
-const { Kafka, logLevel, CompressionTypes, Partitioners } = require('kafkajs')
+const { Kafka, logLevel, CompressionTypes, Partitioners, ConfigResourceTypes } = require('kafkajs')
 
 const fromB64 = value => (value === null ? null : Buffer.from(value, 'base64'))
 const toB64 = value => (value === null || value === undefined ? null : Buffer.from(value).toString('base64'))
@@ -217,7 +219,37 @@ async function copy({ brokers, source, sink, groupId, transactionalId, expected 
   return { copied, transactions }
 }
 
-const COMMANDS = { admin, produce, consume, txn, copy }
+async function configs({ brokers, topic, configs, invalid }) {
+  const kafkaAdmin = client(brokers).admin()
+  const resource = entries => ({
+    type: ConfigResourceTypes.TOPIC,
+    name: topic,
+    configEntries: Object.entries(entries).map(([name, value]) => ({ name, value })),
+  })
+  await kafkaAdmin.connect()
+  try {
+    const altered = await kafkaAdmin.alterConfigs({ resources: [resource(configs)] })
+    const described = await kafkaAdmin.describeConfigs({
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: topic }],
+      includeSynonyms: false,
+    })
+    let invalidError = null
+    try {
+      await kafkaAdmin.alterConfigs({ resources: [resource(invalid)] })
+    } catch (error) {
+      invalidError = error.type || error.name
+    }
+    const entries = {}
+    for (const entry of described.resources[0].configEntries) {
+      entries[entry.configName] = { value: entry.configValue, source: entry.configSource }
+    }
+    return { altered: altered.resources, entries, invalidError }
+  } finally {
+    await kafkaAdmin.disconnect()
+  }
+}
+
+const COMMANDS = { admin, produce, consume, txn, copy, configs }
 
 async function main() {
   const command = COMMANDS[process.argv[2]]

@@ -1,0 +1,83 @@
+"""AlterConfigs (33): replace a topic's whole override set. Also the resource handling IncrementalAlterConfigs shares.
+
+BROKER resources: this broker has no dynamic configs, so any change to one is refused as Kafka refuses a config it
+cannot update at runtime (INVALID_REQUEST, "Cannot update these configs dynamically: ..."); an empty change
+succeeds. Other resource types are INVALID_REQUEST. A resource named twice is INVALID_REQUEST for each copy.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from oncelog.broker.apis.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC
+from oncelog.broker.request import Request
+from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, OpType, check_entries
+from oncelog.broker.topics import TopicOutcome
+from oncelog.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
+
+
+def _alter_broker(broker: BrokerNode, name: str, ops: Sequence[ConfigOp]) -> TopicOutcome:
+    """Kafka's checks of a BROKER resource (ConfigAdminManager), then the refusal of every change."""
+    if name:
+        if not name.lstrip("-").isdigit():
+            return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
+        if int(name) != broker.node_id:
+            return TopicOutcome(
+                ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, but received {name}"
+            )
+    try:
+        check_entries(ops)
+    except ConfigChangeError as exc:
+        return TopicOutcome(exc.code, exc.message)
+    if ops:
+        names = ", ".join(op.name for op in ops)
+        return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({names})")
+    return TopicOutcome(ErrorCode.NONE)
+
+
+def alter_resources(
+    broker: BrokerNode,
+    resources: Sequence,
+    ops_of: Callable[[object], list[ConfigOp]],
+    *,
+    incremental: bool,
+    validate_only: bool,
+) -> list[dict]:
+    """One response entry per requested resource, in request order; ``ops_of`` reads a resource's entries."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    responses = []
+    for resource in resources:
+        if counts[(resource.resource_type, resource.resource_name)] > 1:
+            outcome = TopicOutcome(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+        elif resource.resource_type == RESOURCE_TOPIC:
+            outcome = broker.topics.alter_configs(
+                resource.resource_name, ops_of(resource), incremental=incremental, validate_only=validate_only
+            )
+        elif resource.resource_type == RESOURCE_BROKER:
+            outcome = _alter_broker(broker, resource.resource_name, ops_of(resource))
+        else:
+            outcome = TopicOutcome(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}")
+        responses.append(
+            {
+                "error_code": outcome.error,
+                "error_message": outcome.message,
+                "resource_type": resource.resource_type,
+                "resource_name": resource.resource_name,
+            }
+        )
+    return responses
+
+
+def _sets(resource) -> list[ConfigOp]:
+    return [ConfigOp(c.name, OpType.SET, c.value) for c in resource.configs]
+
+
+async def handle(broker: BrokerNode, request: Request) -> dict:
+    body = request.body
+    responses = alter_resources(broker, body.resources, _sets, incremental=False, validate_only=body.validate_only)
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,97 @@
+"""Interop: confluent-kafka's ``incremental_alter_configs`` and ``alter_configs`` against the broker under test, read
+back with its ``describe_configs``; a lowered max.message.bytes refuses the stock producer's larger messages."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
+
+TIMEOUT = 15
+
+
+def _describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    return future.result(timeout=TIMEOUT)
+
+
+def _incremental(admin: AdminClient, restype: ResourceType, name: str, *ops: tuple[str, str | None,
+                 AlterConfigOpType], validate_only: bool = False) -> None:
+    entries = [ConfigEntry(key, value, incremental_operation=op) for key, value, op in ops]
+    resource = ConfigResource(restype, name, incremental_configs=entries)
+    (future,) = admin.incremental_alter_configs([resource], validate_only=validate_only).values()
+    future.result(timeout=TIMEOUT)
+
+
+def _error_code(call) -> int:
+    with pytest.raises(KafkaException) as exc:
+        call()
+    return exc.value.args[0].code()
+
+
+def test_incremental_alter_configs(bootstrap: str, make_topic) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = make_topic("ck-incr", 1)
+    _incremental(admin, ResourceType.TOPIC, topic, ("retention.ms", "60000", AlterConfigOpType.SET),
+                 ("cleanup.policy", "compact", AlterConfigOpType.APPEND))
+    described = _describe(admin, topic)
+    assert (described["retention.ms"].value, described["retention.ms"].source) == (
+        "60000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert described["cleanup.policy"].value == "delete,compact"
+
+    _incremental(admin, ResourceType.TOPIC, topic, ("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT),
+                 ("retention.ms", None, AlterConfigOpType.DELETE))
+    _incremental(admin, ResourceType.TOPIC, topic, ("segment.bytes", "4096", AlterConfigOpType.SET),
+                 validate_only=True)
+    described = _describe(admin, topic)
+    assert (described["cleanup.policy"].value, described["cleanup.policy"].source) == (
+        "delete", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert (described["retention.ms"].value, described["retention.ms"].source) == (
+        "604800000", ConfigSource.DEFAULT_CONFIG.value)
+    assert described["segment.bytes"].value == "1073741824"
+
+    def append_to_long() -> None:
+        _incremental(admin, ResourceType.TOPIC, topic, ("retention.ms", "1", AlterConfigOpType.APPEND))
+
+    def unknown_name() -> None:
+        _incremental(admin, ResourceType.TOPIC, topic, ("retention.forever", "1", AlterConfigOpType.SET))
+
+    def missing_topic() -> None:
+        _incremental(admin, ResourceType.TOPIC, topic + "-none", ("retention.ms", "1", AlterConfigOpType.SET))
+
+    def broker_config() -> None:
+        _incremental(admin, ResourceType.BROKER, "1", ("log.retention.ms", "1", AlterConfigOpType.SET))
+
+    assert _error_code(append_to_long) == KafkaError.INVALID_CONFIG
+    assert _error_code(unknown_name) == KafkaError.INVALID_CONFIG
+    assert _error_code(missing_topic) == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert _error_code(broker_config) == KafkaError.INVALID_REQUEST
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")  # the legacy API is what this tests
+def test_alter_configs_replaces_the_overrides_and_the_log_follows(bootstrap: str, make_topic) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = make_topic("ck-alter", 1)
+    _incremental(admin, ResourceType.TOPIC, topic, ("retention.ms", "60000", AlterConfigOpType.SET))
+    (future,) = admin.alter_configs([ConfigResource(ResourceType.TOPIC, topic,
+                                                    set_config={"max.message.bytes": "2000"})]).values()
+    future.result(timeout=TIMEOUT)
+    described = _describe(admin, topic)
+    assert (described["max.message.bytes"].value, described["max.message.bytes"].source) == (
+        "2000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert described["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value  # replaced, not merged
+
+    errors: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for value in (b"x" * 3000, b"small"):
+        producer.produce(topic, value, partition=0, on_delivery=lambda err, _msg: errors.append(err))
+        producer.flush(TIMEOUT)
+    assert errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert errors[1] is None
