@@ -119,6 +119,19 @@ class MetadataStore:
         self._save()
         return info
 
+    def grow(self, name: str, partitions: int) -> TopicInfo:
+        """Raise ``name``'s partition count to ``partitions``; persisted before it returns, unchanged if that fails."""
+        info = self.topics[name]
+        if partitions <= info.partitions:
+            raise ValueError(f"{name} has {info.partitions} partitions; {partitions} is no increase")
+        previous, info.partitions = info.partitions, partitions
+        try:
+            self._save()
+        except BaseException:
+            info.partitions = previous
+            raise
+        return info
+
     def remove(self, name: str) -> None:
         del self.topics[name]
         self._save()

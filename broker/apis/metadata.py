@@ -40,6 +40,12 @@ def topic_entry(broker: BrokerNode, topic: TopicInfo) -> dict:
     }
 
 
+def advertised_brokers(broker: BrokerNode) -> list[dict]:
+    """The live brokers clients are told about (this node only): id, advertised host and port, rack (none)."""
+    advertised = broker.advertised
+    return [{"node_id": broker.node_id, "host": advertised.host, "port": advertised.port, "rack": None}]
+
+
 def error_entry(name: str, error: ErrorCode) -> dict:
     return {
         "error_code": error,
@@ -73,10 +79,9 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
                     topics.append(error_entry(name, outcome.error))
             else:
                 topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    advertised = broker.advertised
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.node_id, "host": advertised.host, "port": advertised.port, "rack": None}],
+        "brokers": advertised_brokers(broker),
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
