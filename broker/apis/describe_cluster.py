@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from oncelog.broker.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED, advertised_brokers
+from oncelog.broker.apis.metadata import advertised_brokers
+from oncelog.broker.authorized_operations import CLUSTER_OPERATIONS, OMITTED
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.describe_cluster import ENDPOINT_TYPE_BROKER, ENDPOINT_TYPE_CONTROLLER
@@ -13,10 +14,6 @@ if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
 
 _ENDPOINT_NAMES = {ENDPOINT_TYPE_BROKER: "BROKER", ENDPOINT_TYPE_CONTROLLER: "CONTROLLER"}
-#: Bit i set for AclOperation code i: the operations Kafka supports on the CLUSTER resource (CREATE 5, ALTER 7,
-#: DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12). With no authorizer,
-#: as here, Kafka reports all of them as authorized.
-CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
 
 
 def _endpoint_error(requested: int, version: int) -> dict | None:
@@ -58,6 +55,6 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
             for b in advertised_brokers(broker)
         ],
         "cluster_authorized_operations": (
-            CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+            CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else OMITTED
         ),
     }

@@ -1,9 +1,12 @@
-"""DescribeCluster through the wire: this node as the only broker and controller; KIP-919 endpoint types."""
+"""DescribeCluster through the wire: this node as the only broker and controller; KIP-919 endpoint types; the
+authorized operations it and Metadata answer (KIP-430)."""
 
 from __future__ import annotations
 
 import pytest
 from oncelog.protocol import ApiKey, ErrorCode
+
+from .helpers import create_topic_body
 
 NODE = 1  # node.id default
 NOT_REQUESTED = -(2**31)
@@ -53,3 +56,20 @@ async def test_unknown_endpoint_type_is_unsupported(client, endpoint_type: int) 
         f"Unsupported endpoint type {endpoint_type}",
     )
     assert described.error_code == 115
+
+
+async def test_metadata_answers_authorized_operations_only_when_asked(client) -> None:
+    await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("ops"))
+    body = {"topics": [{"name": "ops"}], "allow_auto_topic_creation": False}
+    plain = await client.request(ApiKey.METADATA, 8, body)
+    assert (plain.cluster_authorized_operations, plain.topics[0].topic_authorized_operations) == (
+        NOT_REQUESTED, NOT_REQUESTED)
+    asked = await client.request(
+        ApiKey.METADATA,
+        8,
+        {**body, "include_cluster_authorized_operations": True, "include_topic_authorized_operations": True},
+    )
+    # As Kafka without an authorizer: every operation of the cluster and of a topic.
+    assert {c for c in range(32) if asked.cluster_authorized_operations >> c & 1} == {5, 7, 8, 9, 10, 11, 12}
+    assert {c for c in range(32) if asked.topics[0].topic_authorized_operations >> c & 1} == {
+        3, 4, 5, 6, 7, 8, 10, 11}
