@@ -13,6 +13,8 @@
  *            its given partition, committed or aborted.
  * - copy     {source, sink, groupId, transactionalId, expected}: consume-transform-produce with
  *            sendOffsets, a transaction per batch, until `expected` records were copied.
+ * - partitions {topic, count}: createPartitions to `count`, the same again (no increase), then metadata and one
+ *            record sent to the last partition.
  */
 const { Kafka, logLevel, CompressionTypes, Partitioners } = require('kafkajs')
 
@@ -71,6 +73,37 @@ async function admin({ brokers, topic, partitions, invalidTopic }) {
       invalidError,
       partitions: metadata.topics[0].partitions.map(p => ({ partition: p.partitionId, leader: p.leader })),
       listed: listed.includes(topic),
+    }
+  } finally {
+    await kafkaAdmin.disconnect()
+  }
+}
+
+async function partitions({ brokers, topic, count }) {
+  const kafka = client(brokers)
+  const kafkaAdmin = kafka.admin()
+  await kafkaAdmin.connect()
+  try {
+    await kafkaAdmin.createPartitions({ topicPartitions: [{ topic, count }] })
+    let againError = null
+    try {
+      await kafkaAdmin.createPartitions({ topicPartitions: [{ topic, count }] })
+    } catch (error) {
+      againError = error.type || error.name
+    }
+    const metadata = await kafkaAdmin.fetchTopicMetadata({ topics: [topic] })
+    const producer = kafka.producer()
+    await producer.connect()
+    let sent
+    try {
+      sent = await producer.send({ topic, messages: [{ value: 'on-the-new-partition', partition: count - 1 }] })
+    } finally {
+      await producer.disconnect()
+    }
+    return {
+      againError,
+      partitions: metadata.topics[0].partitions.map(p => p.partitionId).sort((a, b) => a - b),
+      sent: sent.map(r => ({ partition: r.partition, offset: Number(r.baseOffset), errorCode: r.errorCode })),
     }
   } finally {
     await kafkaAdmin.disconnect()
@@ -217,7 +250,7 @@ async function copy({ brokers, source, sink, groupId, transactionalId, expected 
   return { copied, transactions }
 }
 
-const COMMANDS = { admin, produce, consume, txn, copy }
+const COMMANDS = { admin, partitions, produce, consume, txn, copy }
 
 async function main() {
   const command = COMMANDS[process.argv[2]]
