@@ -129,6 +129,16 @@ class MetadataStore:
         topic.configs = dict(configs)
         return topic
 
+    def grow(self, name: str, partitions: int) -> TopicInfo:
+        """Raise ``name``'s partition count to ``partitions``. Persisted before memory changes: if writing fails
+        (OSError), nothing has changed."""
+        topic = self.topics[name]
+        if partitions <= topic.partitions:
+            raise ValueError(f"{name} has {topic.partitions} partitions; {partitions} is no increase")
+        self._save({**self.topics, name: TopicInfo(name, topic.topic_id, partitions, topic.configs)})
+        topic.partitions = partitions
+        return topic
+
     def remove(self, name: str) -> None:
         del self.topics[name]
         self._save()

@@ -1,4 +1,4 @@
-"""Creating, deleting and reconfiguring topics: Kafka's validation rules, metadata persisted first, then the
+"""Creating, growing, reconfiguring and deleting topics: Kafka's validation rules; metadata persisted first, then the
 partition logs."""
 
 from __future__ import annotations
@@ -101,6 +101,80 @@ class TopicManager:
         self.ensure_logs(topic)
         log.info("topic_created", topic=name, partitions=num_partitions, configs=topic.configs)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
+
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicOutcome:
+        """Grow ``name`` to ``count`` partitions (CreatePartitions); the new count is persisted before the new
+        partitions' logs exist, so after a restart they exist too. ``assignments`` lists the replicas of each new
+        partition, or is None for the broker's choice."""
+        failure = self.growth_problem(name, count, assignments)
+        if failure is not None:
+            return failure
+        if validate_only:
+            return TopicOutcome(ErrorCode.NONE)
+        topic = self._broker.metadata.grow(name, count)
+        self.ensure_logs(topic)
+        log.info("partitions_created", topic=name, partitions=count)
+        return TopicOutcome(ErrorCode.NONE, topic=topic)
+
+    def growth_problem(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
+    ) -> TopicOutcome | None:
+        """The error a CreatePartitions request for this topic gets (Kafka's controller checks, in its order),
+        or None when the topic may grow to ``count`` partitions."""
+        topic = self._broker.metadata.get(name)
+        if topic is None:
+            return TopicOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if topic.is_internal:
+            # Kafka would grow them; the coordinators here map ids to their partitions by a fixed count.
+            return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Adding partitions to internal topic {name} is prohibited.")
+        if count == topic.partitions:
+            return TopicOutcome(ErrorCode.INVALID_PARTITIONS, f"Topic already has {topic.partitions} partition(s).")
+        if count < topic.partitions:
+            return TopicOutcome(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {name} currently has {topic.partitions} partition(s); {count} would not be an increase.",
+            )
+        if count > MAX_PARTITIONS_PER_TOPIC:
+            return TopicOutcome(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC} on this broker.",
+            )
+        if assignments is None:
+            return None
+        added = count - topic.partitions
+        if len(assignments) != added:
+            return TopicOutcome(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {added} additional partition(s), but only {len(assignments)} assignment(s) "
+                "were specified.",
+            )
+        for replicas in assignments:
+            problem = self._manual_assignment_problem(replicas)
+            if problem is not None:
+                return TopicOutcome(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+        return None
+
+    def _manual_assignment_problem(self, replicas: Sequence[int]) -> str | None:
+        """Kafka's checks of one new partition's replicas, with this node as the only registered broker."""
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        previous = None
+        for broker_id in sorted(replicas):
+            if broker_id != self._broker.node_id:
+                return (
+                    f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
+                )
+            if broker_id == previous:
+                return f"The manual partition assignment includes the broker {broker_id} more than once."
+            previous = broker_id
+        return None
 
     def ensure_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
         """Create an internal topic (``__transaction_state``, ``__consumer_offsets``) unless it exists."""

@@ -144,6 +144,16 @@ class Admin:
         if error is not None:
             raise error
 
+    async def create_partitions(self, counts: Mapping[str, int], *, validate_only: bool = False,
+                                timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, KafkaError | None]:
+        """Grow each topic of ``{name: new partition count}`` (the broker places the new partitions); returns each
+        topic's error (None when grown, or when ``validate_only`` found nothing wrong)."""
+        body = {"topics": [{"name": name, "count": n, "assignments": None} for name, n in counts.items()],
+                "timeout_ms": timeout_ms, "validate_only": validate_only}
+        resp = await self._cluster.request(await self._controller(), ApiKey.CREATE_PARTITIONS, body)
+        self._cluster.invalidate()
+        return {r.name: error_for(r.error_code, r.error_message) if r.error_code else None for r in resp.results}
+
     async def delete_topics(self, names: Iterable[str], *,
                             timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, KafkaError | None]:
         names = list(names)

@@ -32,7 +32,7 @@ def _bootstrap(p: argparse.ArgumentParser) -> None:
 
 def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     """Register the client commands on ``subparsers`` (each sets ``args.client_command``)."""
-    topic = subparsers.add_parser("topic", help="create, list, describe or delete topics")
+    topic = subparsers.add_parser("topic", help="create, list, describe, alter or delete topics")
     tsub = topic.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="create a topic")
     create.add_argument("name")
@@ -45,7 +45,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("names", nargs="+")
     delete = tsub.add_parser("delete", help="delete topics")
     delete.add_argument("names", nargs="+")
-    for p in (create, lst, describe, delete):
+    alter = tsub.add_parser("alter", help="add partitions to a topic")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", "-p", type=int, required=True, help="the new (higher) partition count")
+    for p in (create, lst, describe, delete, alter):
         _bootstrap(p)
 
     produce = subparsers.add_parser("produce", help="write lines of stdin or a file as records")
@@ -154,6 +157,11 @@ async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
         elif args.action == "list":
             for name in sorted(await admin.list_topics(internal=args.internal)):
                 print(name, file=out)
+        elif args.action == "alter":
+            error = (await admin.create_partitions({args.name: args.partitions}))[args.name]
+            if error is not None:
+                raise error
+            print(f"{args.name} now has {args.partitions} partitions", file=out)
         elif args.action == "describe":
             for name, parts in (await admin.describe_topics(args.names)).items():
                 print(f"{name}\tpartitions={len(parts)}", file=out)

@@ -16,6 +16,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.METADATA: (1, 9),
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 5),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),

@@ -130,4 +130,6 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }

@@ -7,9 +7,11 @@ from oncelog.broker.apis import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    create_partitions,
     create_topics,
     delete_groups,
     delete_topics,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_producers,
@@ -66,6 +68,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.LIST_GROUPS: list_groups.handle,
     ApiKey.DELETE_GROUPS: delete_groups.handle,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.CREATE_PARTITIONS: create_partitions.handle,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
 }
 
 # Advertise only what is implemented: every advertised key has a handler and vice versa.

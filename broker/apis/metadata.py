@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from oncelog.broker.authorized_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS
 from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
@@ -11,8 +12,6 @@ from oncelog.protocol import ErrorCode
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
 
-#: Kafka sends Integer.MIN_VALUE for authorized operations that were not asked for.
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 NO_LEADER_EPOCH = -1
 
 
@@ -36,8 +35,14 @@ def topic_entry(broker: BrokerNode, topic: TopicInfo) -> dict:
             }
             for partition in range(topic.partitions)
         ],
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": OMITTED,
     }
+
+
+def advertised_brokers(broker: BrokerNode) -> list[dict]:
+    """The live brokers clients are told about (this node only): id, advertised host and port, rack (none)."""
+    advertised = broker.advertised
+    return [{"node_id": broker.node_id, "host": advertised.host, "port": advertised.port, "rack": None}]
 
 
 def error_entry(name: str, error: ErrorCode) -> dict:
@@ -46,7 +51,7 @@ def error_entry(name: str, error: ErrorCode) -> dict:
         "name": name,
         "is_internal": name in INTERNAL_TOPICS,
         "partitions": [],
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": OMITTED,
     }
 
 
@@ -73,12 +78,14 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
                     topics.append(error_entry(name, outcome.error))
             else:
                 topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    advertised = broker.advertised
+    if body.include_topic_authorized_operations:  # v8+; without an authorizer Kafka answers every operation
+        for entry in topics:
+            entry["topic_authorized_operations"] = TOPIC_OPERATIONS
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.node_id, "host": advertised.host, "port": advertised.port, "rack": None}],
+        "brokers": advertised_brokers(broker),
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else OMITTED,
     }

@@ -6,9 +6,11 @@ from oncelog.protocol.messages import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    create_partitions,
     create_topics,
     delete_groups,
     delete_topics,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_producers,
@@ -65,4 +67,6 @@ SCHEMAS: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.DESCRIBE_GROUPS: (describe_groups.REQUEST, describe_groups.RESPONSE),
     ApiKey.LIST_GROUPS: (list_groups.REQUEST, list_groups.RESPONSE),
     ApiKey.DELETE_GROUPS: (delete_groups.REQUEST, delete_groups.RESPONSE),
+    ApiKey.CREATE_PARTITIONS: (create_partitions.REQUEST, create_partitions.RESPONSE),
+    ApiKey.DESCRIBE_CLUSTER: (describe_cluster.REQUEST, describe_cluster.RESPONSE),
 }

@@ -282,6 +282,12 @@ async def test_admin_topics_configs_and_transactions(bootstrap_servers: str) -> 
         assert info.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
         assert (await admin.list_topics())[topic] == 2
         assert set((await admin.describe_topics([topic]))[topic]) == {0, 1}
+        assert await admin.create_partitions({topic: 3}, validate_only=True) == {topic: None}
+        assert (await admin.list_topics())[topic] == 2
+        assert await admin.create_partitions({topic: 3}) == {topic: None}
+        assert set((await admin.describe_topics([topic]))[topic]) == {0, 1, 2}
+        refused = (await admin.create_partitions({topic: 2}))[topic]
+        assert refused is not None and refused.code == ErrorCode.INVALID_PARTITIONS
         assert (await admin.describe_configs("topic", topic, ["retention.ms"]))["retention.ms"] == "3600000"
         tid = f"hang-{topic}"
         tp = TopicPartition(topic, 1)

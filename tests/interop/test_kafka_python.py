@@ -6,7 +6,7 @@ import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import InvalidTopicError, TopicAlreadyExistsError
+from kafka.errors import InvalidPartitionsError, InvalidTopicError, TopicAlreadyExistsError
 from support.dataset import CODECS, Consumed, Delivered, SampleRecord, check_roundtrip, make_records
 
 N_RECORDS = 10_000
@@ -86,6 +86,37 @@ def test_admin_create_topics(bootstrap: str) -> None:
         with pytest.raises(InvalidTopicError):
             admin.create_topics({"bad topic name!": {"num_partitions": 1, "replication_factor": 1}})
         assert "bad topic name!" not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_admin_describe_cluster_and_create_partitions(bootstrap: str, make_topic, monkeypatch) -> None:
+    import kafka.admin._cluster
+    from confluent_kafka.admin import AdminClient
+
+    cluster_id = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).cluster_id
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        with monkeypatch.context() as patch:
+            # Its fallback for brokers without DescribeCluster (API 60) is a Metadata request; take that away.
+            patch.setattr(kafka.admin._cluster, "MetadataRequest", None)
+            described = admin.describe_cluster()
+        host, port = bootstrap.rsplit(":", 1)
+        assert described["cluster_id"] == cluster_id and cluster_id
+        assert described["controller_id"] == 1
+        assert [(b["broker_id"], b["host"], b["port"], b["rack"]) for b in described["brokers"]] == [
+            (1, host, int(port), None)
+        ]
+        assert set(described["authorized_operations"]) == {
+            "CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"
+        }
+
+        topic = make_topic("kp-grow", 1)
+        admin.create_partitions({topic: PARTITIONS})
+        [grown] = admin.describe_topics([topic])
+        assert sorted(p["partition_index"] for p in grown["partitions"]) == list(range(PARTITIONS))
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions({topic: PARTITIONS})
     finally:
         admin.close()
 

@@ -3,10 +3,11 @@
 kafkajs speaks only non-flexible versions and picks the highest version both sides name, ignoring the broker's
 minimum. The tests drive it through ``kafkajs/driver.js`` (one Node process per step, JSON in and out) and check
 what it did with confluent-kafka where a second opinion helps: admin (create, already exists, an illegal name,
-metadata), plain and idempotent produce under none and gzip (the codecs kafkajs ships) with every record field
-checked, key placement by its Java-compatible partitioner, a consumer group that commits and resumes, transactions
-that commit and abort as read_committed and read_uncommitted readers see them, and a consume-transform-produce loop
-whose offsets travel in its transactions (``sendOffsets``), and ``alterConfigs`` read back with ``describeConfigs``.
+metadata, createPartitions), plain and idempotent produce under none and gzip (the codecs kafkajs ships) with every
+record field checked, key placement by its Java-compatible partitioner, a consumer group that commits and resumes,
+transactions that commit and abort as read_committed and read_uncommitted readers see them, a
+consume-transform-produce loop whose offsets travel in its transactions (``sendOffsets``), and ``alterConfigs``
+read back with ``describeConfigs``.
 """
 
 from __future__ import annotations
@@ -152,6 +153,16 @@ def test_alter_configs_replaces_the_overrides(bootstrap: str, make_topic: Callab
     admin = AdminClient({"bootstrap.servers": bootstrap})
     (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
     assert future.result(timeout=15)["retention.ms"].value == "60000"
+
+
+def test_admin_create_partitions_grows_a_topic(bootstrap: str, make_topic: Callable[..., str]) -> None:
+    topic = make_topic("kjs-grow", 1)
+    result = kafkajs(bootstrap, "partitions", topic=topic, count=PARTITIONS)
+    assert result["againError"] == "INVALID_PARTITIONS"  # the same count again is no increase
+    assert result["partitions"] == list(range(PARTITIONS))
+    assert result["sent"] == [{"partition": PARTITIONS - 1, "offset": 0, "errorCode": 0}]
+    consumed = consume_all(bootstrap, topic, PARTITIONS, 1)
+    assert [(c.partition, c.offset, c.value) for c in consumed] == [(PARTITIONS - 1, 0, b"on-the-new-partition")]
 
 
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])

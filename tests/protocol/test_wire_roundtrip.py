@@ -37,6 +37,7 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.JOIN_GROUP: (0, 7), ApiKey.SYNC_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 4),
         ApiKey.OFFSET_COMMIT: (2, 8), ApiKey.OFFSET_FETCH: (1, 7), ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 2), ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+        ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DESCRIBE_CLUSTER: (0, 1),
     }
 
 

@@ -15,6 +15,8 @@
  *            sendOffsets, a transaction per batch, until `expected` records were copied.
  * - configs  {topic, configs, invalid}: alterConfigs of the topic to `configs` ({name: value}), then describeConfigs
  *            (each entry's value and source); then alterConfigs to `invalid`, whose error type is returned.
+ * - partitions {topic, count}: createPartitions to `count`, the same again (no increase), then metadata and one
+ *            record sent to the last partition.
  */
 const { Kafka, logLevel, CompressionTypes, Partitioners, ConfigResourceTypes } = require('kafkajs')
 
@@ -73,6 +75,37 @@ async function admin({ brokers, topic, partitions, invalidTopic }) {
       invalidError,
       partitions: metadata.topics[0].partitions.map(p => ({ partition: p.partitionId, leader: p.leader })),
       listed: listed.includes(topic),
+    }
+  } finally {
+    await kafkaAdmin.disconnect()
+  }
+}
+
+async function partitions({ brokers, topic, count }) {
+  const kafka = client(brokers)
+  const kafkaAdmin = kafka.admin()
+  await kafkaAdmin.connect()
+  try {
+    await kafkaAdmin.createPartitions({ topicPartitions: [{ topic, count }] })
+    let againError = null
+    try {
+      await kafkaAdmin.createPartitions({ topicPartitions: [{ topic, count }] })
+    } catch (error) {
+      againError = error.type || error.name
+    }
+    const metadata = await kafkaAdmin.fetchTopicMetadata({ topics: [topic] })
+    const producer = kafka.producer()
+    await producer.connect()
+    let sent
+    try {
+      sent = await producer.send({ topic, messages: [{ value: 'on-the-new-partition', partition: count - 1 }] })
+    } finally {
+      await producer.disconnect()
+    }
+    return {
+      againError,
+      partitions: metadata.topics[0].partitions.map(p => p.partitionId).sort((a, b) => a - b),
+      sent: sent.map(r => ({ partition: r.partition, offset: Number(r.baseOffset), errorCode: r.errorCode })),
     }
   } finally {
     await kafkaAdmin.disconnect()
@@ -249,7 +282,7 @@ async function configs({ brokers, topic, configs, invalid }) {
   }
 }
 
-const COMMANDS = { admin, produce, consume, txn, copy, configs }
+const COMMANDS = { admin, partitions, produce, consume, txn, copy, configs }
 
 async function main() {
   const command = COMMANDS[process.argv[2]]
