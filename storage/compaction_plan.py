@@ -3,6 +3,7 @@
 Kafka's LogCleaner rules, for a range wholly below the last stable offset (so every transaction in it is decided):
 
 - A key's records before its latest one in the range go; records of aborted transactions never count as latest.
+  Records without a key go too (a log switched to compaction may hold some).
 - Batches of an aborted transaction go whole (the aborted list comes from the log's transaction indexes, which
   may lie past the range: the ABORT marker can be in a later segment).
 - A COMMIT marker goes once no batch of its transaction is left in the range, an ABORT marker once no batch of its
@@ -69,7 +70,7 @@ class CompactionPlan:
         """Whether a record of a batch that is neither dropped nor kept whole stays."""
         key = record.key
         if key is None:
-            return True
+            return False  # as Kafka's cleaner: only a log that was not always compacted holds such records
         if self.latest.get(key) != record.offset:
             return False
         return record.value is not None or not drop_tombstones or key in self.pinned

@@ -57,12 +57,12 @@ def compact(log: PartitionLog, *, now_ms: int = NOW_MS, first_dirty: int = 0) ->
 def expected_after(
     written: list[tuple[int, bytes | None, bytes | None]], cleanable_end: int
 ) -> list[tuple[int, bytes | None, bytes | None]]:
-    """The model: below ``cleanable_end`` only each key's latest record there (and key-less ones) stays."""
+    """The model: below ``cleanable_end`` only each key's latest record there stays."""
     latest = {key: offset for offset, key, _ in written if offset < cleanable_end and key is not None}
     return [
         (offset, key, value)
         for offset, key, value in written
-        if offset >= cleanable_end or key is None or latest[key] == offset
+        if offset >= cleanable_end or (key is not None and latest[key] == offset)
     ]
 
 
@@ -383,6 +383,19 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
     assert contents(log) == [(0, b"k", b"1")]  # nothing of the refused batch was written
     plain = PartitionLog.open(tmp_path / "d-0", LogConfig())
     append(plain, [(None, b"fine here")])
+
+
+def test_records_without_a_key_go_once_a_log_is_switched_to_compaction(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "s-0", LogConfig(segment_bytes=1200))
+    append(log, [(None, b"plain, no key"), (b"k", b"1")])
+    append(log, [(None, b"idempotent, its producer's last")], producer_id=6, producer_epoch=0, base_sequence=0)
+    log.roll()
+    append(log, [(None, b"active")])
+    log.update_config(COMPACT)
+
+    compact(log)
+
+    assert contents(log) == [(1, b"k", b"1"), (2, None, b"idempotent, its producer's last"), (3, None, b"active")]
 
 
 def _job(log: PartitionLog) -> tuple[list, dict]:
