@@ -116,9 +116,11 @@ class MetadataStore:
         return None
 
     def add(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        """Add a topic with a new id. Persisted before memory changes: if writing fails (OSError), nothing has
+        changed."""
         info = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
+        self._save({**self.topics, name: info})
         self.topics[name] = info
-        self._save()
         return info
 
     def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:

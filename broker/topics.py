@@ -23,6 +23,7 @@ USE_BROKER_DEFAULT = -1
 #: Upper bound on partitions per topic: creating a topic makes its directories on the event loop, so a request
 #: for millions of partitions must not be honoured (Kafka has no such limit; it has no such loop either).
 MAX_PARTITIONS_PER_TOPIC = 10_000
+_OVER_THE_LIMIT = f"Number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC} on this broker."
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,10 @@ class TopicManager:
             return TopicOutcome(
                 ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {colliding}"
             )
-        if num_partitions != USE_BROKER_DEFAULT and not 1 <= num_partitions <= MAX_PARTITIONS_PER_TOPIC:
+        if num_partitions != USE_BROKER_DEFAULT and num_partitions < 1:
             return TopicOutcome(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if num_partitions > MAX_PARTITIONS_PER_TOPIC:
+            return TopicOutcome(ErrorCode.INVALID_PARTITIONS, _OVER_THE_LIMIT)
         if replication_factor != USE_BROKER_DEFAULT and replication_factor != 1:
             message = (
                 "Replication factor must be larger than 0."
@@ -97,7 +100,11 @@ class TopicManager:
             num_partitions = self._broker.config.get_int("num.partitions")
         if validate_only:
             return TopicOutcome(ErrorCode.NONE)
-        topic = self._broker.metadata.add(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
+        try:
+            topic = self._broker.metadata.add(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
+        except OSError as exc:
+            log.error("topic_not_saved", topic=name, error=str(exc))
+            return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save topic {name}: {exc}")
         self.ensure_logs(topic)
         log.info("topic_created", topic=name, partitions=num_partitions, configs=topic.configs)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
@@ -142,10 +149,7 @@ class TopicManager:
                 f"The topic {name} currently has {topic.partitions} partition(s); {count} would not be an increase.",
             )
         if count > MAX_PARTITIONS_PER_TOPIC:
-            return TopicOutcome(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC} on this broker.",
-            )
+            return TopicOutcome(ErrorCode.INVALID_PARTITIONS, _OVER_THE_LIMIT)
         if assignments is None:
             return None
         added = count - topic.partitions

@@ -202,3 +202,20 @@ async def test_transaction_over_an_old_and_a_new_partition_commits(client) -> No
     assert _values((await _fetch(client, "span", 0, READ_COMMITTED)).records) == [b"old"]
     new = await _fetch(client, "span", 1, READ_COMMITTED)
     assert (_values(new.records), new.last_stable_offset) == ([b"new"], 2)  # the record and the COMMIT marker
+
+
+async def test_create_topics_over_the_limit_and_on_a_full_disk(broker, client, monkeypatch) -> None:
+    too_many = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("huge", MAX_PARTITIONS_PER_TOPIC + 1))
+    assert too_many.topics[0].error_code == ErrorCode.INVALID_PARTITIONS
+    assert f"at most {MAX_PARTITIONS_PER_TOPIC}" in too_many.topics[0].error_message
+
+    def disk_full(path, data) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("oncelog.broker.metadata.atomic_write", disk_full)
+    unsaved = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("unsaved"))
+    assert unsaved.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert broker.node.metadata.get("unsaved") is None and broker.node.logs.get("unsaved", 0) is None
+    monkeypatch.undo()
+    created = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("unsaved"))
+    assert created.topics[0].error_code == ErrorCode.NONE  # nothing of the failed attempt stands in its way
