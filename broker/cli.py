@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -78,6 +79,10 @@ async def run_broker(node: BrokerNode) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(node.run)
+            # What exists once serving (code, compiled codecs, the loaded logs) lives as long as the process: keep
+            # it out of the cyclic collector's full passes, each of which otherwise holds the event loop ~20 ms.
+            gc.collect()
+            gc.freeze()
 
             async for signum in signals:
                 structlog.get_logger(__name__).info("shutdown", signal=signal.Signals(signum).name)
