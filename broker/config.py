@@ -326,6 +326,7 @@ class BrokerConfig:
             file_delete_delay_ms=int(values["file.delete.delay.ms"]),  # type: ignore[arg-type]
             cleanup_policy=list_items(str(values["log.cleanup.policy"])),
             delete_retention_ms=int(values["log.cleaner.delete.retention.ms"]),  # type: ignore[arg-type]
+            message_timestamp_type=str(values["log.message.timestamp.type"]),
         )
 
 

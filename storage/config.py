@@ -22,11 +22,17 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy: "delete", "compact" or both
     delete_retention_ms: int = 86400000  # delete.retention.ms: how long compaction keeps a key's tombstone
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type: "CreateTime" or "LogAppendTime"
 
     @property
     def deletes(self) -> bool:
         """Old segments are deleted by retention.ms / retention.bytes (cleanup.policy holds "delete")."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        """Every appended batch gets the append time as its timestamp (message.timestamp.type=LogAppendTime)."""
+        return self.message_timestamp_type == "LogAppendTime"
 
     @property
     def compacts(self) -> bool:

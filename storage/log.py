@@ -38,10 +38,12 @@ from pathlib import Path
 from oncelog.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     NO_PARTITION_LEADER_EPOCH,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     InvalidBatchError,
     parse_header,
     set_base_offset,
+    set_log_append_time,
     set_partition_leader_epoch,
     validate_batch,
 )
@@ -92,6 +94,8 @@ class AppendResult:
     log_start_offset: int
     duplicate: bool
     max_timestamp: int
+    #: The timestamp the broker gave the batches (message.timestamp.type=LogAppendTime), else -1.
+    log_append_time: int = -1
 
 
 def parse_log_dir_name(name: str) -> tuple[str, int]:
@@ -301,12 +305,18 @@ class PartitionLog:
         next_offset = self.log_end_offset
         headers = []
         max_timestamp = -1
+        log_append_time = self.config.log_append_time
         for pos, header in validated:
             set_base_offset(buf, pos, next_offset)
             set_partition_leader_epoch(buf, pos, NO_PARTITION_LEADER_EPOCH)
             header = header._replace(
                 base_offset=next_offset, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH
             )
+            if log_append_time:
+                set_log_append_time(buf, pos, header.size, now_ms)
+                header = header._replace(
+                    attributes=header.attributes | TIMESTAMP_TYPE_MASK, max_timestamp=now_ms
+                )
             headers.append((pos, header))
             next_offset = header.next_offset
             max_timestamp = max(max_timestamp, header.max_timestamp)
@@ -328,6 +338,7 @@ class PartitionLog:
                             self.log_start_offset,
                             True,
                             duplicate.timestamp,
+                            duplicate.timestamp if log_append_time else -1,
                         )
                 info.append(header, marker)
         segment = self._maybe_roll(len(buf), len(headers), next_offset - 1, now_ms)
@@ -338,7 +349,14 @@ class PartitionLog:
         first_offset = self.log_end_offset
         self.log_end_offset = next_offset
         self.producer_state.commit(info)
-        return AppendResult(first_offset, next_offset - 1, self.log_start_offset, False, max_timestamp)
+        return AppendResult(
+            first_offset,
+            next_offset - 1,
+            self.log_start_offset,
+            False,
+            max_timestamp,
+            now_ms if log_append_time else -1,
+        )
 
     def _should_roll(
         self, segment: LogSegment, size: int, batches: int, last_offset: int, now_ms: int

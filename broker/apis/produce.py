@@ -32,7 +32,7 @@ def _partition_response(index: int, outcome: PartitionAppend) -> dict:
         "index": index,
         "error_code": outcome.error,
         "base_offset": result.first_offset if result is not None else -1,
-        "log_append_time_ms": NO_TIMESTAMP,
+        "log_append_time_ms": result.log_append_time if result is not None else NO_TIMESTAMP,
         "log_start_offset": result.log_start_offset if result is not None else -1,
         "record_errors": []
         if outcome.record_index is None

@@ -38,6 +38,7 @@ PARTITION_LEADER_EPOCH_POS = 12
 MAGIC_POS = 16
 CRC_POS = 17
 ATTRIBUTES_POS = 21
+MAX_TIMESTAMP_POS = 35
 PRODUCER_ID_POS = 43
 
 NO_PRODUCER_ID = -1
@@ -55,6 +56,7 @@ DELETE_HORIZON_FLAG = 0x40
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
 
@@ -181,3 +183,13 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     """Rewrite the partition leader epoch in place; the CRC does not cover it."""
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_POS, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_ms: int) -> None:
+    """Mark the ``size``-byte batch at ``pos`` LogAppendTime with ``now_ms`` as its max timestamp, in place, and
+    recompute its CRC (Kafka's RecordBatch.setMaxTimestamp; records keep their own deltas, which readers ignore
+    for such a batch)."""
+    attributes = _INT16.unpack_from(buf, pos + ATTRIBUTES_POS)[0] | TIMESTAMP_TYPE_MASK
+    _INT16.pack_into(buf, pos + ATTRIBUTES_POS, attributes)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, now_ms)
+    _UINT32.pack_into(buf, pos + CRC_POS, compute_crc(buf, pos, size))

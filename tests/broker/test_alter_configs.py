@@ -9,8 +9,9 @@ import time
 import pytest
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import SimpleRecord, encode_batch
+from oncelog.protocol.records.batch import parse_header
 
-from .helpers import batch, create_topic_body, produce_body
+from .helpers import batch, create_topic_body, fetch_body, produce_body
 from .test_compaction import FAST_CLEANER, _read_all, _wait_compacted
 
 TOPIC, BROKER = 2, 4
@@ -316,3 +317,29 @@ async def test_a_change_that_cannot_be_saved_changes_nothing(broker, client, mon
     assert code == ErrorCode.KAFKA_STORAGE_ERROR and "No space left" in message
     assert broker.node.metadata.get("unsaved").configs == {"retention.ms": "1234"}
     assert broker.node.logs.get("unsaved", 0).config.retention_ms == 1234
+
+
+async def test_log_append_time_is_given_to_batches_and_answered_and_follows_a_change(broker, client) -> None:
+    await _create(client, "stamped", message_timestamp_type="LogAppendTime")
+    created_at = 1_000_000  # the producer's CreateTime, long ago
+
+    async def produce() -> tuple[int, int]:
+        records = batch([b"v"], now_ms=created_at)
+        response = await client.request(ApiKey.PRODUCE, 8, produce_body("stamped", 0, records))
+        partition = response.responses[0].partition_responses[0]
+        assert partition.error_code == ErrorCode.NONE
+        return partition.base_offset, partition.log_append_time_ms
+
+    before = int(time.time() * 1000)
+    offset, appended_at = await produce()
+    assert before <= appended_at <= int(time.time() * 1000)
+    fetched = await client.request(ApiKey.FETCH, 11, fetch_body("stamped", 0, offset))
+    header = parse_header(fetched.responses[0].partitions[0].records)
+    assert (header.timestamp_type, header.max_timestamp, header.base_timestamp) == (1, appended_at, created_at)
+
+    assert await _alter(client, "stamped", ("message.timestamp.type", SET, "CreateTime")) == OK
+    offset, appended_at = await produce()
+    assert appended_at == -1
+    fetched = await client.request(ApiKey.FETCH, 11, fetch_body("stamped", 0, offset))
+    header = parse_header(fetched.responses[0].partitions[0].records)
+    assert (header.timestamp_type, header.max_timestamp) == (0, created_at)

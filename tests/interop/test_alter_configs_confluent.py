@@ -3,8 +3,18 @@ back with its ``describe_configs``; a lowered max.message.bytes refuses the stoc
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -95,3 +105,29 @@ def test_alter_configs_replaces_the_overrides_and_the_log_follows(bootstrap: str
         producer.flush(TIMEOUT)
     assert errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
     assert errors[1] is None
+
+
+def test_log_append_time_reaches_producer_and_consumer(bootstrap: str, make_topic) -> None:
+    """message.timestamp.type=LogAppendTime, set on a live topic: librdkafka's delivery report and consumer both
+    get the broker's append time, typed LOG_APPEND_TIME, in place of the producer's timestamp."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = make_topic("ck-append-time", 1)
+    _incremental(admin, ResourceType.TOPIC, topic, ("message.timestamp.type", "LogAppendTime", AlterConfigOpType.SET))
+    delivered = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    before = int(time.time() * 1000)
+    producer.produce(topic, b"stamped", partition=0, timestamp=1_000_000, on_delivery=lambda _e, m: delivered.append(m))
+    producer.flush(TIMEOUT)
+    after = int(time.time() * 1000)
+    (report,) = delivered
+    kind, appended_at = report.timestamp()
+    assert kind == TIMESTAMP_LOG_APPEND_TIME and before <= appended_at <= after
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        (message,) = consumer.consume(1, timeout=TIMEOUT)
+        assert message.error() is None
+        assert message.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, appended_at)
+    finally:
+        consumer.close()

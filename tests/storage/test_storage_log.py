@@ -486,3 +486,21 @@ def test_update_config_applies_without_reopening(tmp_path: Path) -> None:
     assert log.producer_state.producer_id_expiration_ms == 5
     log.update_high_watermark(log.log_end_offset)
     assert log.enforce_retention(10_000) == 1  # the new retention.ms
+
+
+def test_log_append_time_stamps_each_batch_with_the_append_time(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(message_timestamp_type="LogAppendTime"))
+    created = make_batch(3, timestamp=1000)
+    first = log.append(created, now_ms=50_000)
+    second = log.append(make_batch(2, timestamp=2000) + make_batch(1, timestamp=3000), now_ms=60_000)
+    assert (first.log_append_time, second.log_append_time) == (50_000, 60_000)
+    assert second.max_timestamp == 60_000
+    headers = [h for _, h in iter_headers(log.read(0, 1 << 20), check_crc=True)]  # the CRCs were recomputed
+    assert [(h.timestamp_type, h.max_timestamp) for h in headers] == [(1, 50_000), (1, 60_000), (1, 60_000)]
+    stored = log.read(0, 1 << 20)[: headers[0].size]
+    assert stored[61:] == created[61:]  # the records are the producer's bytes
+    assert log.active_segment.max_timestamp == 60_000  # what retention and ListOffsets by time go by
+
+    plain = open_log(tmp_path, LogConfig(), name="c-0")
+    assert plain.append(make_batch(1, timestamp=1000), now_ms=50_000).log_append_time == -1
+    assert parse_header(plain.read(0, 1 << 20)).timestamp_type == 0
