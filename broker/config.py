@@ -327,6 +327,7 @@ class BrokerConfig:
             cleanup_policy=list_items(str(values["log.cleanup.policy"])),
             delete_retention_ms=int(values["log.cleaner.delete.retention.ms"]),  # type: ignore[arg-type]
             message_timestamp_type=str(values["log.message.timestamp.type"]),
+            min_insync_replicas=int(values["min.insync.replicas"]),  # type: ignore[arg-type]
         )
 
 

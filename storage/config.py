@@ -23,6 +23,7 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy: "delete", "compact" or both
     delete_retention_ms: int = 86400000  # delete.retention.ms: how long compaction keeps a key's tombstone
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type: "CreateTime" or "LogAppendTime"
+    min_insync_replicas: int = 1  # min.insync.replicas: acks=all appends need this many in-sync replicas
 
     @property
     def deletes(self) -> bool:

@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 
 #: The first Produce version that carries v2 record batches (Kafka 4.0 rejects 0-2).
 MIN_RECORD_BATCH_V2_VERSION = 3
-VALID_ACKS = (-1, 0, 1)
+ACKS_ALL = -1
+VALID_ACKS = (ACKS_ALL, 0, 1)
+#: This node is every partition's only replica, so its in-sync replica set always has one member.
+IN_SYNC_REPLICAS = 1
 NO_TIMESTAMP = -1
 
 
@@ -39,6 +42,18 @@ def _partition_response(index: int, outcome: PartitionAppend) -> dict:
         else [{"batch_index": outcome.record_index, "batch_index_error_message": outcome.message}],
         "error_message": outcome.message,
     }
+
+
+def _isr_shortfall(broker: BrokerNode, topic: str, partition: int) -> str | None:
+    """Why an acks=all append must be refused with NOT_ENOUGH_REPLICAS (min.insync.replicas above the in-sync
+    replica count, as Kafka's Partition.appendRecordsToLeader checks), or None."""
+    partition_log = broker.logs.get(topic, partition)
+    if partition_log is None or partition_log.config.min_insync_replicas <= IN_SYNC_REPLICAS:
+        return None
+    return (
+        f"The size of the current ISR {IN_SYNC_REPLICAS} is insufficient to satisfy the min.isr requirement of "
+        f"{partition_log.config.min_insync_replicas} for partition {topic}-{partition}"
+    )
 
 
 def _check_transactional(
@@ -84,6 +99,8 @@ def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tu
                 )
             elif not partition_data.records:
                 outcome = PartitionAppend(ErrorCode.INVALID_RECORD, message="Produce request carries no records")
+            elif body.acks == ACKS_ALL and (short := _isr_shortfall(broker, name, index)):
+                outcome = PartitionAppend(ErrorCode.NOT_ENOUGH_REPLICAS, message=short)
             elif error := _check_transactional(broker, body.transactional_id, name, index, partition_data.records):
                 outcome = PartitionAppend(error)
             else:

@@ -343,3 +343,24 @@ async def test_log_append_time_is_given_to_batches_and_answered_and_follows_a_ch
     fetched = await client.request(ApiKey.FETCH, 11, fetch_body("stamped", 0, offset))
     header = parse_header(fetched.responses[0].partitions[0].records)
     assert (header.timestamp_type, header.max_timestamp) == (0, created_at)
+
+
+async def test_min_insync_replicas_above_one_refuses_acks_all(broker, client) -> None:
+    """A single node is every partition's only in-sync replica: min.insync.replicas=2 refuses acks=all appends
+    (NOT_ENOUGH_REPLICAS, nothing written), as a one-broker Kafka does, and acks=1 still goes through."""
+    await _create(client, "guarded", min_insync_replicas="2")
+
+    async def produce(acks: int) -> tuple[int, str | None]:
+        body = produce_body("guarded", 0, batch([b"v"]), acks=acks)
+        partition = (await client.request(ApiKey.PRODUCE, 8, body)).responses[0].partition_responses[0]
+        return partition.error_code, partition.error_message
+
+    code, message = await produce(-1)
+    assert code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert message == (
+        "The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of 2 for partition guarded-0"
+    )
+    assert broker.node.logs.get("guarded", 0).log_end_offset == 0
+    assert await produce(1) == (ErrorCode.NONE, None)
+    assert await _alter(client, "guarded", ("min.insync.replicas", DELETE, None)) == OK
+    assert await produce(-1) == (ErrorCode.NONE, None)

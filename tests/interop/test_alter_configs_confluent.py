@@ -131,3 +131,16 @@ def test_log_append_time_reaches_producer_and_consumer(bootstrap: str, make_topi
         assert message.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, appended_at)
     finally:
         consumer.close()
+
+
+def test_min_insync_replicas_two_fails_acks_all_delivery(bootstrap: str, make_topic) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = make_topic("ck-min-isr", 1)
+    _incremental(admin, ResourceType.TOPIC, topic, ("min.insync.replicas", "2", AlterConfigOpType.SET))
+    errors: list[KafkaError | None] = []
+    for acks in ("all", "1"):
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "retries": 0})
+        producer.produce(topic, b"v", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+        producer.flush(TIMEOUT)
+    assert errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+    assert errors[1] is None
