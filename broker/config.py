@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from oncelog.storage.config import LogConfig
+from oncelog.storage.config import COMPRESSION_CODECS, LogConfig
 
 LONG_MAX = 9223372036854775807
 
@@ -148,7 +148,12 @@ PROPERTIES: dict[str, PropertySpec] = {
             choices=("CreateTime", "LogAppendTime"),
         ),
         PropertySpec(
-            "compression.type", str, "producer", "Broker-side compression (only 'producer').", "compression.type"
+            "compression.type",
+            str,
+            "producer",
+            "Codec of stored batches: 'producer' keeps each batch's own, a codec name recompresses the others.",
+            "compression.type",
+            choices=("producer", *COMPRESSION_CODECS),
         ),
         PropertySpec(
             "min.insync.replicas",
@@ -328,6 +333,7 @@ class BrokerConfig:
             delete_retention_ms=int(values["log.cleaner.delete.retention.ms"]),  # type: ignore[arg-type]
             message_timestamp_type=str(values["log.message.timestamp.type"]),
             min_insync_replicas=int(values["min.insync.replicas"]),  # type: ignore[arg-type]
+            compression_type=str(values["compression.type"]),
         )
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: compression.type values naming a codec, with its id in a batch's attributes ("producer" keeps the batch's own).
+COMPRESSION_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
 
 @dataclass(frozen=True)
 class LogConfig:
@@ -24,11 +27,17 @@ class LogConfig:
     delete_retention_ms: int = 86400000  # delete.retention.ms: how long compaction keeps a key's tombstone
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type: "CreateTime" or "LogAppendTime"
     min_insync_replicas: int = 1  # min.insync.replicas: acks=all appends need this many in-sync replicas
+    compression_type: str = "producer"  # compression.type: "producer" (keep the batch's codec) or a codec name
 
     @property
     def deletes(self) -> bool:
         """Old segments are deleted by retention.ms / retention.bytes (cleanup.policy holds "delete")."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def compression_codec(self) -> int | None:
+        """The codec id appended batches are recompressed to, or None to keep each batch's own ("producer")."""
+        return COMPRESSION_CODECS.get(self.compression_type)
 
     @property
     def log_append_time(self) -> bool:

@@ -47,7 +47,7 @@ from oncelog.protocol.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from oncelog.protocol.records.codec import decode_batch
+from oncelog.protocol.records.codec import decode_batch, encode_batch
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.cleaner import CleanedGroup
@@ -302,6 +302,9 @@ class PartitionLog:
         """
         buf = bytearray(records)
         validated = self._validate(buf, origin)
+        codec = self.config.compression_codec
+        if codec is not None and any(h.compression != codec and not h.is_control for _, h in validated):
+            buf, validated = _recompressed(buf, validated, codec, self.config.max_message_bytes)
         next_offset = self.log_end_offset
         headers = []
         max_timestamp = -1
@@ -714,6 +717,44 @@ class PartitionLog:
             shutil.rmtree(self.directory)
         with contextlib.suppress(OSError):
             fsync_dir(self.directory.parent)
+
+
+def _recompressed(
+    buf: bytearray, validated: list[tuple[int, BatchHeader]], codec: int, max_message_bytes: int
+) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    """The batches with every data batch not already in ``codec`` rewritten in it (compression.type): records,
+    offsets, timestamps and producer fields unchanged, as Kafka's LogValidator recompresses. Raises
+    InvalidRecordError for records that do not decode, RecordTooLargeError for a batch that grew too large."""
+    out = bytearray()
+    headers = []
+    for pos, header in validated:
+        data = memoryview(buf)[pos : pos + header.size]
+        if not header.is_control and header.compression != codec:
+            try:
+                records = decode_batch(data)[1]
+            except InvalidBatchError as exc:
+                raise InvalidRecordError(str(exc)) from exc
+            data = memoryview(
+                encode_batch(
+                    records,
+                    base_offset=header.base_offset,
+                    last_offset=header.last_offset,
+                    compression=codec,
+                    producer_id=header.producer_id,
+                    producer_epoch=header.producer_epoch,
+                    base_sequence=header.base_sequence,
+                    transactional=header.is_transactional,
+                    timestamp_type=header.timestamp_type,
+                    partition_leader_epoch=header.partition_leader_epoch,
+                )
+            )
+            if len(data) > max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {len(data)} bytes recompressed exceeds message.max.bytes {max_message_bytes}"
+                )
+        headers.append((len(out), parse_header(data)))
+        out += data
+    return out, headers
 
 
 def _first_keyless_record(buf: bytearray, pos: int) -> int | None:

@@ -13,6 +13,8 @@ import trio
 from oncelog.broker.replica_manager import READ_COMMITTED, PartitionRead
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
+from oncelog.protocol.records.batch import holds_codec
+from oncelog.protocol.records.compression import Compression
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
@@ -22,6 +24,8 @@ NO_PREFERRED_REPLICA = -1
 NO_SESSION_ID = 0
 SESSIONLESS_EPOCH = -1
 INITIAL_EPOCH = 0
+#: The first Fetch version whose client can read zstd-compressed batches (KIP-110).
+MIN_ZSTD_VERSION = 10
 #: Upper bound on a long poll, whatever the client asks (Kafka caps it by request.timeout on the client side).
 MAX_WAIT_CAP_MS = 60_000
 
@@ -47,6 +51,9 @@ def _read_all(broker: BrokerNode, request: Request) -> tuple[list[tuple[str, lis
                 read = broker.replicas.read(
                     name, index, partition_request.fetch_offset, limit, isolation, min_one_batch=total == 0
                 )
+                if request.version < MIN_ZSTD_VERSION and holds_codec(read.records, Compression.ZSTD):
+                    # Such a client cannot decode zstd (KIP-110): Kafka answers this instead of the records.
+                    read = PartitionRead(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
                 remaining -= len(read.records)
                 total += len(read.records)
             per_partition.append((index, read))

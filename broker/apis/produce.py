@@ -15,13 +15,16 @@ from oncelog.broker.metadata import INTERNAL_TOPICS
 from oncelog.broker.replica_manager import PartitionAppend
 from oncelog.broker.request import Deferred, Request
 from oncelog.protocol import ErrorCode
-from oncelog.protocol.records.batch import InvalidBatchError, parse_header
+from oncelog.protocol.records.batch import InvalidBatchError, holds_codec, parse_header
+from oncelog.protocol.records.compression import Compression
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
 
 #: The first Produce version that carries v2 record batches (Kafka 4.0 rejects 0-2).
 MIN_RECORD_BATCH_V2_VERSION = 3
+#: The first Produce version whose batches may be zstd-compressed (KIP-110).
+MIN_ZSTD_VERSION = 7
 ACKS_ALL = -1
 VALID_ACKS = (ACKS_ALL, 0, 1)
 #: This node is every partition's only replica, so its in-sync replica set always has one member.
@@ -99,6 +102,11 @@ def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tu
                 )
             elif not partition_data.records:
                 outcome = PartitionAppend(ErrorCode.INVALID_RECORD, message="Produce request carries no records")
+            elif request.version < MIN_ZSTD_VERSION and holds_codec(partition_data.records, Compression.ZSTD):
+                outcome = PartitionAppend(
+                    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                    message=f"Produce requests with version {request.version} are not allowed to use ZStandard",
+                )
             elif body.acks == ACKS_ALL and (short := _isr_shortfall(broker, name, index)):
                 outcome = PartitionAppend(ErrorCode.NOT_ENOUGH_REPLICAS, message=short)
             elif error := _check_transactional(broker, body.transactional_id, name, index, partition_data.records):

@@ -175,6 +175,15 @@ def iter_headers(buf: bytes | bytearray | memoryview, *, check_crc: bool = False
         pos += size
 
 
+def holds_codec(buf: bytes | bytearray | memoryview, codec: int) -> bool:
+    """Whether a whole batch of ``buf`` is compressed with ``codec`` (headers only; a malformed tail stops the
+    look, for the log's own validation to refuse)."""
+    try:
+        return any(header.compression == codec for _, header in iter_headers(buf))
+    except InvalidBatchError:
+        return False
+
+
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Rewrite the base offset in place; the CRC does not cover it."""
     _INT64.pack_into(buf, pos + BASE_OFFSET_POS, base_offset)

@@ -23,6 +23,8 @@ from confluent_kafka.admin import (
     ConfigSource,
     ResourceType,
 )
+from oncelog.protocol.records.batch import iter_headers
+from oncelog.storage.config import COMPRESSION_CODECS
 
 TIMEOUT = 15
 
@@ -144,3 +146,32 @@ def test_min_insync_replicas_two_fails_acks_all_delivery(bootstrap: str, make_to
         producer.flush(TIMEOUT)
     assert errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
     assert errors[1] is None
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4", "snappy"])
+def test_compression_type_recompresses_and_librdkafka_reads_it(bootstrap: str, make_topic, broker, codec) -> None:
+    """compression.type set on a live topic: uncompressed batches from librdkafka are stored in the topic's codec
+    (the segment file says so) and read back whole by librdkafka, keys, headers and timestamps included."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = make_topic(f"ck-recompress-{codec}", 1)
+    _incremental(admin, ResourceType.TOPIC, topic, ("compression.type", codec, AlterConfigOpType.SET))
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "none", "linger.ms": 5})
+    sent = [(b"k%d" % i, b"value %d " % i * 10, [("h", b"%d" % i)], 1_700_000_000_000 + i) for i in range(500)]
+    for key, value, headers, ts in sent:
+        producer.produce(topic, value, key, partition=0, headers=headers, timestamp=ts)
+    assert producer.flush(TIMEOUT) == 0
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got = []
+        while len(got) < len(sent):
+            batch = consumer.consume(500, timeout=TIMEOUT)
+            assert batch, f"read {len(got)} of {len(sent)}"
+            got += [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in batch if m.error() is None]
+    finally:
+        consumer.close()
+    assert got == sent
+    if broker is not None:
+        stored = (broker.data_dir / f"{topic}-0" / f"{0:020d}.log").read_bytes()
+        assert {h.compression for _, h in iter_headers(stored)} == {COMPRESSION_CODECS[codec]}

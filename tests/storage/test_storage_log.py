@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from batches import make_batch
 from oncelog.protocol.records.batch import iter_headers, parse_header
-from oncelog.protocol.records.codec import SimpleRecord, encode_batch
+from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_records
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
     CorruptRecordError,
@@ -504,3 +504,34 @@ def test_log_append_time_stamps_each_batch_with_the_append_time(tmp_path: Path) 
     plain = open_log(tmp_path, LogConfig(), name="c-0")
     assert plain.append(make_batch(1, timestamp=1000), now_ms=50_000).log_append_time == -1
     assert parse_header(plain.read(0, 1 << 20)).timestamp_type == 0
+
+
+@pytest.mark.parametrize(("target", "codec"), [("zstd", 4), ("uncompressed", 0), ("lz4", 3)])
+def test_compression_type_recompresses_batches_in_another_codec(tmp_path: Path, target: str, codec: int) -> None:
+    log = open_log(tmp_path, LogConfig(compression_type=target))
+    records = [SimpleRecord(b"k%d" % i, b"value %d" % i * 20, [("h", b"x")], 5000 + i) for i in range(5)]
+    sent = [
+        encode_batch(records, compression=1),  # gzip
+        encode_batch(records[:2], compression=codec),  # already in the target codec
+        encode_batch(records[2:], producer_id=9, producer_epoch=2, base_sequence=0, compression=2),  # snappy
+    ]
+    for data in sent:
+        log.append(data, now_ms=0)
+
+    stored = log.read(0, 1 << 20)
+    batches = [(pos, h) for pos, h in iter_headers(stored, check_crc=True)]
+    assert [h.compression for _, h in batches] == [codec, codec, codec]
+    assert stored[batches[1][0] + 61 : batches[1][0] + batches[1][1].size] == sent[1][61:]  # left as it came
+    last = batches[2][1]
+    assert (last.producer_id, last.producer_epoch, last.base_sequence, last.last_offset) == (9, 2, 0, 9)
+    read = [(r.offset, r.key, r.value, r.headers, r.timestamp) for _, r in iter_records(stored)]
+    want = [(r.key, r.value, r.headers, r.timestamp) for r in records + records[:2] + records[2:]]
+    assert [row[1:] for row in read] == want and [row[0] for row in read] == list(range(10))
+    assert log.producer_state.last_entry(9).last_seq == 2
+
+
+def test_compression_type_producer_keeps_every_batch_as_sent(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig())
+    sent = encode_batch([SimpleRecord(b"k", b"v", (), 1000)], compression=1)
+    log.append(sent, now_ms=0)
+    assert log.read(0, 1 << 20)[17:] == sent[17:]
