@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oncelog.protocol.records.batch import BatchHeader
-from oncelog.protocol.records.codec import decode_batch, encode_batch
+from oncelog.protocol.records.codec import decode_batch, rewrite_batch
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.compaction_plan import NO_TRANSACTIONS, CompactionPlan, LogTransactions, plan_pass
 from oncelog.storage.config import LogConfig
@@ -125,18 +125,7 @@ def _cleaned(segment: LogSegment, plan: CompactionPlan, drop_tombstones: bool) -
         if len(kept) == len(records):
             yield data, 0
         elif kept:
-            rewritten = encode_batch(
-                kept,
-                base_offset=base,
-                last_offset=header.last_offset,  # as Kafka: the producer's last sequence stays what it was
-                compression=header.compression,
-                timestamp_type=header.timestamp_type,
-                partition_leader_epoch=header.partition_leader_epoch,
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence,
-                transactional=header.is_transactional,
-            )
+            rewritten = rewrite_batch(header, kept)
             yield rewritten, len(records) - len(kept)
         else:
             yield b"", len(records)

@@ -47,7 +47,7 @@ from oncelog.protocol.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from oncelog.protocol.records.codec import decode_batch, encode_batch
+from oncelog.protocol.records.codec import decode_batch, rewrite_batch
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.cleaner import CleanedGroup
@@ -734,20 +734,7 @@ def _recompressed(
                 records = decode_batch(data)[1]
             except InvalidBatchError as exc:
                 raise InvalidRecordError(str(exc)) from exc
-            data = memoryview(
-                encode_batch(
-                    records,
-                    base_offset=header.base_offset,
-                    last_offset=header.last_offset,
-                    compression=codec,
-                    producer_id=header.producer_id,
-                    producer_epoch=header.producer_epoch,
-                    base_sequence=header.base_sequence,
-                    transactional=header.is_transactional,
-                    timestamp_type=header.timestamp_type,
-                    partition_leader_epoch=header.partition_leader_epoch,
-                )
-            )
+            data = memoryview(rewrite_batch(header, records, compression=codec))
             if len(data) > max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {len(data)} bytes recompressed exceeds message.max.bytes {max_message_bytes}"

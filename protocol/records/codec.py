@@ -263,6 +263,25 @@ def encode_batch(
     return bytes(buf)
 
 
+def rewrite_batch(header: BatchHeader, records: Sequence[Record], *, compression: int | None = None) -> bytes:
+    """``records`` (some or all of the batch ``header`` describes) as one batch with that batch's base and last
+    offsets, producer id, epoch, base sequence, transactional flag, timestamp type and leader epoch, compressed
+    with ``compression`` (default: the batch's own). Keeping the last offset keeps the producer's last sequence,
+    as Kafka's log cleaner and LogValidator do when they rebuild a batch."""
+    return encode_batch(
+        records,
+        base_offset=header.base_offset,
+        last_offset=header.last_offset,
+        compression=header.compression if compression is None else compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        transactional=header.is_transactional,
+        timestamp_type=header.timestamp_type,
+        partition_leader_epoch=header.partition_leader_epoch,
+    )
+
+
 # --- decode ------------------------------------------------------------------------------------------------
 
 
