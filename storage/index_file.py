@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 OFFSET_ENTRY = struct.Struct(">ii")
@@ -27,11 +28,29 @@ class IndexCorruptError(Exception):
     """An index file failed its sanity check; the caller rebuilds it from the log."""
 
 
+#: Buffers one writev may take (Linux's IOV_MAX).
+_IOV_MAX = os.sysconf("SC_IOV_MAX")
+
+
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     """os.write until every byte is written (short writes happen near ENOSPC)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def write_all_vectored(fd: int, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
+    """os.writev of ``pieces`` in order until every byte is written (at most IOV_MAX buffers per call; short
+    writes continue where they stopped)."""
+    views = [memoryview(piece) for piece in pieces if len(piece)]
+    first = 0
+    while first < len(views):
+        written = os.writev(fd, views[first : first + _IOV_MAX])
+        while first < len(views) and written >= len(views[first]):
+            written -= len(views[first])
+            first += 1
+        if written:
+            views[first] = views[first][written:]
 
 
 class IndexFile:

@@ -37,14 +37,14 @@ from pathlib import Path
 
 from oncelog.protocol.records.batch import (
     BATCH_HEADER_SIZE,
+    MAGIC_POS,
     NO_PARTITION_LEADER_EPOCH,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     InvalidBatchError,
     parse_header,
-    set_base_offset,
     set_log_append_time,
-    set_partition_leader_epoch,
+    unchecked_prefix,
     validate_batch,
 )
 from oncelog.protocol.records.codec import decode_batch, rewrite_batch
@@ -246,7 +246,9 @@ class PartitionLog:
         """Current segments in offset order (a snapshot; do not mutate)."""
         return self._segments
 
-    def _validate(self, buf: bytearray, origin: AppendOrigin) -> list[tuple[int, BatchHeader]]:
+    def _validate(
+        self, buf: bytes | bytearray | memoryview, origin: AppendOrigin
+    ) -> list[tuple[int, BatchHeader]]:
         headers = []
         pos = 0
         end = len(buf)
@@ -300,18 +302,18 @@ class PartitionLog:
         producer-state errors (nothing is appended) or KafkaStorageError (write failed; the segment and its
         indexes are cut back to their previous size).
         """
-        buf = bytearray(records)
+        buf: bytes | bytearray | memoryview = records
         validated = self._validate(buf, origin)
         codec = self.config.compression_codec
         if codec is not None and any(h.compression != codec and not h.is_control for _, h in validated):
             buf, validated = _recompressed(buf, validated, codec, self.config.max_message_bytes)
+        log_append_time = self.config.log_append_time
+        if log_append_time and not isinstance(buf, bytearray):
+            buf = bytearray(buf)  # stamped in place
         next_offset = self.log_end_offset
         headers = []
         max_timestamp = -1
-        log_append_time = self.config.log_append_time
         for pos, header in validated:
-            set_base_offset(buf, pos, next_offset)
-            set_partition_leader_epoch(buf, pos, NO_PARTITION_LEADER_EPOCH)
             header = header._replace(
                 base_offset=next_offset, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH
             )
@@ -346,7 +348,7 @@ class PartitionLog:
                 info.append(header, marker)
         segment = self._maybe_roll(len(buf), len(headers), next_offset - 1, now_ms)
         try:
-            segment.append(buf, headers, info.aborted)
+            segment.append(_with_assigned_offsets(buf, headers), headers, info.aborted)
         except OSError as exc:
             raise KafkaStorageError(f"append to {segment.log_path} failed: {exc}") from exc
         first_offset = self.log_end_offset
@@ -719,8 +721,21 @@ class PartitionLog:
             fsync_dir(self.directory.parent)
 
 
+def _with_assigned_offsets(
+    buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]
+) -> list[bytes | memoryview]:
+    """The batches of ``buf`` as pieces to write, none of them copied: each batch's unchecked prefix rebuilt from
+    its header (the offsets and leader epoch this log gave it), then the rest of the batch as it came."""
+    view = memoryview(buf)
+    pieces: list[bytes | memoryview] = []
+    for pos, header in headers:
+        pieces.append(unchecked_prefix(header))
+        pieces.append(view[pos + MAGIC_POS : pos + header.size])
+    return pieces
+
+
 def _recompressed(
-    buf: bytearray, validated: list[tuple[int, BatchHeader]], codec: int, max_message_bytes: int
+    buf: bytes | bytearray | memoryview, validated: list[tuple[int, BatchHeader]], codec: int, max_message_bytes: int
 ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
     """The batches with every data batch not already in ``codec`` rewritten in it (compression.type): records,
     offsets, timestamps and producer fields unchanged, as Kafka's LogValidator recompresses. Raises
@@ -744,7 +759,7 @@ def _recompressed(
     return out, headers
 
 
-def _first_keyless_record(buf: bytearray, pos: int) -> int | None:
+def _first_keyless_record(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
     """Index of the first record without a key (what a compacted log refuses) in the validated batch at ``pos``."""
     try:
         records = decode_batch(buf, pos)[1]

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from oncelog.protocol.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import StorageError
 from oncelog.storage.faults import fault_point
-from oncelog.storage.index_file import IndexCorruptError, write_all
+from oncelog.storage.index_file import IndexCorruptError, write_all_vectored
 from oncelog.storage.offset_index import OffsetIndex
 from oncelog.storage.time_index import TimeIndex
 from oncelog.storage.txn_index import AbortedTxn, TransactionIndex
@@ -179,12 +179,13 @@ class LogSegment:
     # ----------------------------------------------------------------------------------------- writing
     def append(
         self,
-        data: bytes | bytearray,
+        pieces: Sequence[bytes | bytearray | memoryview],
         headers: list[tuple[int, BatchHeader]],
         aborted: list[AbortedTxn] | None = None,
     ) -> None:
-        """Append whole batches (``headers`` holds each batch's position within ``data``) with one write, then
-        the ``aborted`` transaction index entries their markers produce.
+        """Append whole batches, given as ``pieces`` whose concatenation they are (``headers`` holds each batch's
+        position within it), with one vectored write, then the ``aborted`` transaction index entries their markers
+        produce.
 
         On OSError the log and index files and the in-memory state are put back as they were, then the error
         propagates.
@@ -196,8 +197,8 @@ class LogSegment:
         txn_entries = len(self.txn_index.entries)
         try:
             fault_point("storage.append")
-            write_all(self.fd, data)
-            self.size = start + len(data)
+            write_all_vectored(self.fd, pieces)
+            self.size = start + sum(len(piece) for piece in pieces)
             for pos, header in headers:
                 self.index_batch(header, start + pos)
             self.offset_index.write_if_due()

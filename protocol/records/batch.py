@@ -57,6 +57,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
+_PREFIX = struct.Struct(">qii")
 _UINT32 = struct.Struct(">I")
 
 
@@ -184,14 +185,10 @@ def holds_codec(buf: bytes | bytearray | memoryview, codec: int) -> bool:
         return False
 
 
-def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
-    """Rewrite the base offset in place; the CRC does not cover it."""
-    _INT64.pack_into(buf, pos + BASE_OFFSET_POS, base_offset)
-
-
-def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    """Rewrite the partition leader epoch in place; the CRC does not cover it."""
-    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_POS, epoch)
+def unchecked_prefix(header: BatchHeader) -> bytes:
+    """The first ``MAGIC_POS`` bytes of the batch ``header`` describes (base offset, length, leader epoch): what the
+    CRC does not cover, so a broker may write its own in front of the producer's remaining bytes."""
+    return _PREFIX.pack(header.base_offset, header.batch_length, header.partition_leader_epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_ms: int) -> None:

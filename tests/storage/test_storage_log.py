@@ -422,7 +422,10 @@ def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.M
         os.write(fd, bytes(data)[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(segment, "write_all", partial_then_enospc)
+    def partial_vectored_then_enospc(fd: int, pieces: list) -> None:
+        partial_then_enospc(fd, b"".join(bytes(piece) for piece in pieces))
+
+    monkeypatch.setattr(segment, "write_all_vectored", partial_vectored_then_enospc)
     with pytest.raises(KafkaStorageError):
         log.append(make_batch(3, timestamp=2000) + make_batch(3, timestamp=2001), now_ms=0)
     monkeypatch.undo()
@@ -460,7 +463,7 @@ def test_failed_write_with_index_entries_waiting_keeps_the_files_whole(
     def enospc(fd: int, data: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(segment, "write_all", enospc)
+    monkeypatch.setattr(segment, "write_all_vectored", enospc)
     with pytest.raises(KafkaStorageError):
         log.append(make_batch(3, timestamp=2000) + make_batch(3, timestamp=2001), now_ms=0)
     monkeypatch.undo()
@@ -535,3 +538,27 @@ def test_compression_type_producer_keeps_every_batch_as_sent(tmp_path: Path) -> 
     sent = encode_batch([SimpleRecord(b"k", b"v", (), 1000)], compression=1)
     log.append(sent, now_ms=0)
     assert log.read(0, 1 << 20)[17:] == sent[17:]
+
+
+def test_vectored_writes_go_on_after_short_writes_and_past_iov_max(tmp_path: Path, monkeypatch) -> None:
+    from oncelog.storage import index_file
+
+    real_writev, calls = os.writev, []
+
+    def short_writev(fd: int, buffers: list) -> int:
+        """Writes only the first half of what it is given, as a write near ENOSPC may."""
+        calls.append(len(buffers))
+        given = b"".join(bytes(b) for b in buffers)
+        return real_writev(fd, [given[: max(1, len(given) // 2)]])
+
+    monkeypatch.setattr(index_file.os, "writev", short_writev)
+    monkeypatch.setattr(index_file, "_IOV_MAX", 4)
+    pieces = [b"%04d" % i for i in range(50)] + [b"", memoryview(b"tail")]
+    path = tmp_path / "v"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        index_file.write_all_vectored(fd, pieces)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"".join(bytes(p) for p in pieces)
+    assert max(calls) == 4
