@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from oncelog.broker.config import PROPERTIES, TOPIC_PROPERTIES, is_list_config, validate_topic_configs
+from oncelog.broker.config import PROPERTIES, TOPIC_PROPERTIES, is_list_config, list_items, validate_topic_configs
 from oncelog.broker.metadata import INTERNAL_TOPIC_CONFIGS
 from oncelog.protocol import ErrorCode
 
@@ -63,10 +63,6 @@ def _list_default(name: str) -> str:
     return str(PROPERTIES[TOPIC_PROPERTIES[name]].default)
 
 
-def _items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
 def apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
     """``current`` with each operation applied in turn (ConfigurationControlManager.incrementalAlterConfigResource).
 
@@ -86,8 +82,8 @@ def apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, 
                 raise ConfigChangeError(
                     ErrorCode.INVALID_CONFIG, f"Can't {kind} to key {op.name} because its type is not LIST."
                 )
-            items = _items(result.get(op.name, _list_default(op.name)))
-            for item in _items(op.value or ""):
+            items = list(list_items(result.get(op.name, _list_default(op.name))))
+            for item in list_items(op.value or ""):
                 if op.op == OpType.APPEND and item not in items:
                     items.append(item)
                 elif op.op == OpType.SUBTRACT and item in items:
