@@ -125,7 +125,11 @@ class TopicManager:
             return failure
         if validate_only:
             return TopicOutcome(ErrorCode.NONE)
-        topic = self._broker.metadata.grow(name, count)
+        try:
+            topic = self._broker.metadata.grow(name, count)
+        except OSError as exc:
+            log.error("partitions_not_saved", topic=name, error=str(exc))
+            return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save topic {name}: {exc}")
         self.ensure_logs(topic)
         log.info("partitions_created", topic=name, partitions=count)
         return TopicOutcome(ErrorCode.NONE, topic=topic)

@@ -209,6 +209,8 @@ async def test_create_topics_over_the_limit_and_on_a_full_disk(broker, client, m
     assert too_many.topics[0].error_code == ErrorCode.INVALID_PARTITIONS
     assert f"at most {MAX_PARTITIONS_PER_TOPIC}" in too_many.topics[0].error_message
 
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("kept", 1))
+
     def disk_full(path, data) -> None:
         raise OSError(28, "No space left on device")
 
@@ -216,6 +218,11 @@ async def test_create_topics_over_the_limit_and_on_a_full_disk(broker, client, m
     unsaved = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("unsaved"))
     assert unsaved.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert broker.node.metadata.get("unsaved") is None and broker.node.logs.get("unsaved", 0) is None
+    body = {"topics": [{"name": "kept", "count": 2, "assignments": None}], "timeout_ms": 1000,
+            "validate_only": False}  # fmt: skip
+    grown = await client.request(ApiKey.CREATE_PARTITIONS, 3, body)
+    assert grown.results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert broker.node.metadata.get("kept").partitions == 1 and broker.node.logs.get("kept", 1) is None
     monkeypatch.undo()
     created = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("unsaved"))
     assert created.topics[0].error_code == ErrorCode.NONE  # nothing of the failed attempt stands in its way
