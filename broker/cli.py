@@ -12,6 +12,7 @@ from pathlib import Path
 
 import structlog
 import trio
+from oncelog.broker.allocator import fix_malloc_thresholds
 from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
 from oncelog.broker.node import BrokerNode, Endpoint
 
@@ -76,6 +77,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[BrokerConfig, Endpoint, En
 
 async def run_broker(node: BrokerNode) -> None:
     """Run ``node`` until SIGTERM or SIGINT, then shut it down cleanly."""
+    fix_malloc_thresholds()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(node.run)
