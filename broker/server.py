@@ -55,6 +55,8 @@ IDLE_CHECKS_PER_PERIOD = 10
 #: small requests: the allocation of the result and its trim back to what arrived take a system call each once they
 #: pass glibc's thresholds (128 KiB); the rest of a large frame is asked for in one call.
 _RECEIVE_CHUNK = 64 * 1024
+#: Frames this large are received into a buffer of their own and decoded in place (no copies of the records).
+LARGE_FRAME_BYTES = _RECEIVE_CHUNK
 #: The writer sends the responses that are ready back to back in one system call, up to this many bytes.
 COALESCE_BYTES = 64 * 1024
 #: What the writer sends: an encoded response, or a Deferred one with the header to encode it for.
@@ -80,16 +82,35 @@ class FrameReader:
                 raise ConnectionClosed("peer closed the connection" if not self._buffer else "truncated frame")
             self._buffer += chunk
 
-    async def next_frame(self) -> bytes:
+    async def next_frame(self) -> bytes | memoryview:
+        """The next frame without its size prefix. One of ``LARGE_FRAME_BYTES`` or more not yet received whole is
+        received straight into its own buffer and returned as a read-only memoryview (decoded in place, see
+        ``decode_request``); a smaller one is copied out of the receive buffer as bytes."""
         await self._fill(4)
         (size,) = _SIZE.unpack_from(self._buffer)
         if size < 0 or size > self._max_size:
             raise ConnectionClosed(f"frame size {size} outside 0..{self._max_size} (socket.request.max.bytes)")
+        if size >= LARGE_FRAME_BYTES and len(self._buffer) < 4 + size:
+            return await self._receive_large(size)
         await self._fill(4 + size)
         with memoryview(self._buffer) as view:
             frame = bytes(view[4 : 4 + size])
         del self._buffer[: 4 + size]
         return frame
+
+    async def _receive_large(self, size: int) -> memoryview:
+        frame = bytearray(size)
+        have = min(len(self._buffer) - 4, size)
+        with memoryview(self._buffer) as buffered:
+            frame[:have] = buffered[4 : 4 + have]
+        del self._buffer[: 4 + have]
+        view = memoryview(frame)
+        while have < size:
+            received = await self._stream.receive_into(view[have:])
+            if not received:
+                raise ConnectionClosed("truncated frame")
+            have += received
+        return view.toreadonly()
 
 
 class Connection:
@@ -156,7 +177,7 @@ class Connection:
                     without_waiting = bytes_without_waiting = 0
                     await trio.lowlevel.checkpoint()
 
-    async def _handle(self, frame: bytes) -> _Outgoing | None:
+    async def _handle(self, frame: bytes | memoryview) -> _Outgoing | None:
         try:
             header = decode_request_header(frame)
         except UnsupportedVersionError as exc:

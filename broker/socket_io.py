@@ -5,7 +5,8 @@ request then costs several scheduler passes (each an ``epoll_wait``). ``NonBlock
 first and waits with ``trio.lowlevel.wait_readable`` / ``wait_writable`` only when it would block, so a request that
 arrives whole and whose response fits the socket buffer is read, handled and answered in one pass.
 
-Guaranteed: ``receive_some`` returns at least one byte, or ``b""`` once the peer closed its side; ``send_all``
+Guaranteed: ``receive_some`` returns at least one byte, or ``b""`` once the peer closed its side (``receive_into``
+likewise fills at least one byte, or returns 0); ``send_all``
 returns once every byte is in the kernel's send buffer; both raise ``trio.BrokenResourceError`` when the peer reset
 the connection and ``trio.ClosedResourceError`` after ``close``. They are checkpoints only when they wait, so callers
 that may loop without waiting must checkpoint themselves (``broker.server.Connection`` does).
@@ -51,6 +52,16 @@ class NonBlockingSocket:
         while True:
             try:
                 return self._sock.recv(max_bytes)
+            except (BlockingIOError, InterruptedError):
+                await self._wait(trio.lowlevel.wait_readable)
+            except OSError as exc:
+                raise self._translate(exc) from exc
+
+    async def receive_into(self, buffer: memoryview) -> int:
+        """Receive into ``buffer``: at least one byte, or 0 once the peer closed its side."""
+        while True:
+            try:
+                return self._sock.recv_into(buffer)
             except (BlockingIOError, InterruptedError):
                 await self._wait(trio.lowlevel.wait_readable)
             except OSError as exc:

@@ -44,9 +44,15 @@ def _schema(api_key: int, version: int, index: int, error: type[ProtocolError]) 
 
 
 def _decode(
-    message: Message, version: int, data: bytes | bytearray | memoryview, start: int, *, allow_trailing: bool = False
+    message: Message,
+    version: int,
+    data: bytes | bytearray | memoryview,
+    start: int,
+    *,
+    allow_trailing: bool = False,
+    in_place: bool = False,
 ) -> Container:
-    stream = p.Reader(data)
+    stream = p.ViewReader(data) if in_place and isinstance(data, memoryview) else p.Reader(data)
     stream.seek(start)
     try:
         body = message.construct(version).parse_stream(stream)
@@ -73,9 +79,12 @@ def decode_request(header: RequestHeader, frame: bytes | bytearray | memoryview)
 
     Bytes after the last field are ignored, as Kafka's brokers do (AbstractRequest.parseRequest never checks for
     them); librdkafka 2.x sends such bytes after some flexible requests (seen: Metadata v9).
+
+    A memoryview ``frame`` is decoded in place: its ``records`` fields come back as read-only views into it rather
+    than copies, so it must stay unchanged while they are in use.
     """
     message = _schema(header.api_key, header.api_version, 0, DecodeError)
-    return _decode(message, header.api_version, frame, header.header_size, allow_trailing=True)
+    return _decode(message, header.api_version, frame, header.header_size, allow_trailing=True, in_place=True)
 
 
 def encode_response(header: RequestHeader, body: Mapping[str, Any]) -> bytes:

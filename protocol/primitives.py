@@ -34,6 +34,39 @@ class Reader(io.BytesIO):
         self.end = len(data) if not isinstance(data, memoryview) else data.nbytes
 
 
+class ViewReader:
+    """Input stream over a memoryview that reads in place: ``read`` copies out small fields as bytes, and
+    ``records`` fields come back as read-only views into ``data`` (see ``read_records``), so a large Produce request
+    is never copied. Slower per field than ``Reader``; meant for large frames. ``data`` must stay unchanged while
+    any view into it lives."""
+
+    __slots__ = ("_pos", "_view", "end")
+
+    def __init__(self, data: memoryview) -> None:
+        self._view = data.toreadonly().cast("B")
+        self._pos = 0
+        self.end = self._view.nbytes
+
+    def read(self, n: int = -1) -> bytes:
+        start = self._pos
+        stop = self.end if n < 0 else min(start + n, self.end)
+        self._pos = stop
+        return bytes(self._view[start:stop])
+
+    def read_view(self, n: int) -> memoryview:
+        """The next ``n`` bytes as a view (the caller checked that they remain)."""
+        start = self._pos
+        self._pos = start + n
+        return self._view[start : start + n]
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int) -> int:
+        self._pos = pos
+        return pos
+
+
 def remaining(stream: io.BytesIO) -> int:
     """Bytes left in ``stream`` (works for plain BytesIO too, slower)."""
     try:
@@ -206,6 +239,20 @@ def read_bytes(stream: io.BytesIO, compact: bool, nullable: bool) -> bytes | Non
             return None
         raise DecodeError(f"invalid bytes length {n}")
     return take(stream, n)
+
+
+def read_records(stream: io.BytesIO, compact: bool, nullable: bool) -> bytes | memoryview | None:
+    """A records field: as ``read_bytes``, but a view rather than a copy when ``stream`` is a ViewReader."""
+    if type(stream) is not ViewReader:
+        return read_bytes(stream, compact, nullable)
+    n = read_length(stream, compact, True)
+    if n < 0:
+        if nullable and n == -1:
+            return None
+        raise DecodeError(f"invalid records length {n}")
+    if n > remaining(stream):
+        raise DecodeError(f"length {n} exceeds the {remaining(stream)} bytes remaining")
+    return stream.read_view(n)
 
 
 def write_bytes(stream: io.BytesIO, value: Any, compact: bool, nullable: bool) -> None:
@@ -469,6 +516,17 @@ class Bytes(KafkaType):
     def _emitbuild(self, code: Any) -> str:
         code.append(_PREAMBLE)
         return f"_P.write_bytes(io, obj, {self.compact}, {self.nullable})"
+
+
+class Records(Bytes):
+    """A ``records`` field: bytes, or a view into the input when decoding from a ViewReader."""
+
+    def _parse(self, stream: Any, context: Any, path: str) -> bytes | memoryview | None:
+        return read_records(stream, self.compact, self.nullable)
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_PREAMBLE)
+        return f"_P.read_records(io, {self.compact}, {self.nullable})"
 
 
 class Array(KafkaType):

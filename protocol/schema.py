@@ -140,8 +140,10 @@ def _primitive(t: str, flexible: bool, nullable: bool) -> p.KafkaType:
         return p.UUID
     if t == "string":
         return p.String(flexible, nullable)
-    if t in ("bytes", "records"):
+    if t == "bytes":
         return p.Bytes(flexible, nullable)
+    if t == "records":
+        return p.Records(flexible, nullable)
     raise ValueError(f"unknown field type {t!r}")
 
 

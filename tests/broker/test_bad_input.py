@@ -71,6 +71,13 @@ async def test_truncated_frame_then_close_leaves_broker_serving(broker, client) 
     await _assert_alive(broker)
 
 
+async def test_truncated_large_frame_then_close_leaves_broker_serving(broker, client) -> None:
+    # Large enough to be received into a buffer of its own (broker.server.LARGE_FRAME_BYTES).
+    await client.send_raw(struct.pack(">i", 1 << 20) + b"\x00" * 200_000)
+    await client.stream.aclose()
+    await _assert_alive(broker)
+
+
 async def test_bad_crc_is_corrupt_message_and_nothing_is_appended(client) -> None:
     await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("crc"))
     good = batch([b"a", b"b"])

@@ -89,6 +89,19 @@ async def test_a_large_request_arriving_in_pieces_is_read_whole(client) -> None:
     assert (await client.request(ApiKey.HEARTBEAT, 0, HEARTBEAT)).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
+async def test_a_large_request_and_the_small_ones_sent_with_it_are_all_answered(client) -> None:
+    # The large frame is received into a buffer of its own; the small ones behind it in the same send must not be
+    # taken into it, nor lost.
+    created = await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("mixed"))
+    assert created.topics[0].error_code == ErrorCode.NONE
+    values = [bytes([i]) * 300_000 for i in range(3)]
+    produce = _frame(2, ApiKey.PRODUCE, 3, produce_body("mixed", 0, batch(values)))
+    await client.send_raw(_frame(1) + produce + _frame(3) + _frame(4))
+    assert [_correlation_id(await client.read_frame()) for _ in range(4)] == [1, 2, 3, 4]
+    fetched = await client.request(ApiKey.FETCH, 4, fetch_body("mixed", 0, 0, partition_max_bytes=4 << 20))
+    assert [r.value for _, r in iter_records(fetched.responses[0].partitions[0].records)] == values
+
+
 async def test_a_flooding_connection_does_not_starve_another(broker) -> None:
     flood = 2000
     busy, busy_end = _tcp_pair()
