@@ -55,8 +55,11 @@ IDLE_CHECKS_PER_PERIOD = 10
 #: small requests: the allocation of the result and its trim back to what arrived take a system call each once they
 #: pass glibc's thresholds (128 KiB); the rest of a large frame is asked for in one call.
 _RECEIVE_CHUNK = 64 * 1024
-#: Frames this large are received into a buffer of their own and decoded in place (no copies of the records).
+#: Frames this large are received into a buffer of their own and decoded in place (no copies of the records)...
 LARGE_FRAME_BYTES = _RECEIVE_CHUNK
+#: ... up to this size: that buffer is allocated whole when the size prefix arrives, so a larger frame is still
+#: gathered as its bytes arrive, and a client announcing big frames cannot make the broker hold memory it never sends.
+LARGE_FRAME_MAX_BYTES = 8 * 1024 * 1024
 #: The writer sends the responses that are ready back to back in one system call, up to this many bytes.
 COALESCE_BYTES = 64 * 1024
 #: What the writer sends: an encoded response, or a Deferred one with the header to encode it for.
@@ -83,14 +86,14 @@ class FrameReader:
             self._buffer += chunk
 
     async def next_frame(self) -> bytes | memoryview:
-        """The next frame without its size prefix. One of ``LARGE_FRAME_BYTES`` or more not yet received whole is
-        received straight into its own buffer and returned as a read-only memoryview (decoded in place, see
-        ``decode_request``); a smaller one is copied out of the receive buffer as bytes."""
+        """The next frame without its size prefix. One between ``LARGE_FRAME_BYTES`` and ``LARGE_FRAME_MAX_BYTES``
+        not yet received whole is received straight into its own buffer and returned as a read-only memoryview
+        (decoded in place, see ``decode_request``); any other is copied out of the receive buffer as bytes."""
         await self._fill(4)
         (size,) = _SIZE.unpack_from(self._buffer)
         if size < 0 or size > self._max_size:
             raise ConnectionClosed(f"frame size {size} outside 0..{self._max_size} (socket.request.max.bytes)")
-        if size >= LARGE_FRAME_BYTES and len(self._buffer) < 4 + size:
+        if LARGE_FRAME_BYTES <= size <= LARGE_FRAME_MAX_BYTES and len(self._buffer) < 4 + size:
             return await self._receive_large(size)
         await self._fill(4 + size)
         with memoryview(self._buffer) as view:

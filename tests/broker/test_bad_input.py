@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 import struct
+import tracemalloc
 
+import trio
+from oncelog.broker.server import FrameReader
+from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import SUPPORTED_VERSIONS, ApiKey, ErrorCode, decode_response
 from oncelog.protocol.records import SimpleRecord, encode_batch
 
@@ -76,6 +81,26 @@ async def test_truncated_large_frame_then_close_leaves_broker_serving(broker, cl
     await client.send_raw(struct.pack(">i", 1 << 20) + b"\x00" * 200_000)
     await client.stream.aclose()
     await _assert_alive(broker)
+
+
+async def test_a_huge_announced_frame_holds_only_the_bytes_sent() -> None:
+    # 50 MB announced (under socket.request.max.bytes), 100 KB sent: while the reader waits for the rest, it must
+    # hold about what arrived, not the 50 MB announced.
+    client, server_end = socket.socketpair()
+    reader = FrameReader(NonBlockingSocket(server_end), 100 << 20)
+    client.sendall(struct.pack(">i", 50 << 20) + b"\x00" * 100_000)
+    tracemalloc.start()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader.next_frame)
+            await trio.sleep(0.1)
+            held, _ = tracemalloc.get_traced_memory()
+            nursery.cancel_scope.cancel()
+    finally:
+        tracemalloc.stop()
+        client.close()
+        server_end.close()
+    assert held < 4 << 20
 
 
 async def test_bad_crc_is_corrupt_message_and_nothing_is_appended(client) -> None:
