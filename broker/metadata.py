@@ -107,6 +107,11 @@ class MetadataStore:
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
 
+    def has_partition(self, topic: str, partition: int) -> bool:
+        """True when ``topic`` exists and has partition ``partition``."""
+        info = self.topics.get(topic)
+        return info is not None and 0 <= partition < info.partitions
+
     def colliding_topic(self, name: str) -> str | None:
         """An existing topic whose name collides with ``name`` ('.' vs '_'), if any."""
         key = collision_key(name)

@@ -1,5 +1,6 @@
 """Classic consumer-group partition assignors (``range``, ``roundrobin``) and the ``consumer`` protocol's
-subscription/assignment encodings (ConsumerProtocol v0: int16 version, topic array, user data bytes).
+assignment encoding (ConsumerProtocol v0: int16 version, then topics with their partitions, user data bytes); the
+subscription encoding is ``oncelog.protocol.consumer_protocol``'s, which the broker reads too.
 
 Guarantees: the same assignment as Kafka's RangeAssignor / RoundRobinAssignor for the same inputs (members ordered
 by member id; partitions by topic then number); every partition of a subscribed topic goes to exactly one member.
@@ -21,12 +22,6 @@ def _string(s: str) -> bytes:
     return _I16.pack(len(raw)) + raw
 
 
-def encode_subscription(topics: Sequence[str], user_data: bytes | None = None) -> bytes:
-    out = [_I16.pack(0), _I32.pack(len(topics))] + [_string(t) for t in topics]
-    out.append(_I32.pack(-1) if user_data is None else _I32.pack(len(user_data)) + user_data)
-    return b"".join(out)
-
-
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data, self.pos = data, 0
@@ -41,13 +36,6 @@ class _Reader:
         s = self.data[self.pos:self.pos + n].decode()
         self.pos += n
         return s
-
-
-def decode_subscription(data: bytes) -> list[str]:
-    """Topics of a subscription of any version (later versions only append fields)."""
-    r = _Reader(data)
-    r.unpack(_I16)
-    return [r.string() for _ in range(r.unpack(_I32))]
 
 
 def encode_assignment(partitions: Sequence[TopicPartition]) -> bytes:

@@ -13,22 +13,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
-from oncelog.client.assignors import (
-    ASSIGNORS,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
+from oncelog.client.assignors import ASSIGNORS, decode_assignment, encode_assignment
 from oncelog.client.cluster import COORDINATOR_GROUP, Cluster
 from oncelog.client.errors import KafkaConnectionError, KafkaTimeoutError, error_for
 from oncelog.client.types import TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
+from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE, decode_subscription, encode_subscription
 
 SESSION_TIMEOUT_MS = 45000  # session.timeout.ms, Kafka default 45000
 HEARTBEAT_INTERVAL_MS = 3000  # heartbeat.interval.ms, Kafka default 3000
 MAX_POLL_INTERVAL_MS = 300000  # max.poll.interval.ms, Kafka default 300000 (the rebalance timeout)
-PROTOCOL_TYPE = "consumer"
 _COORDINATOR_ERRORS = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                  ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _REJOIN_ERRORS = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,

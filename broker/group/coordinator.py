@@ -327,6 +327,7 @@ class GroupCoordinator(OffsetsMixin):
         group.generation_id += 1
         if not group.members:
             group.protocol_name = None
+            group.refresh_subscribed_topics()
             group.transition(GroupState.EMPTY, now_ms())
             error = await self._store_group(group)
             if error != ErrorCode.NONE:
@@ -334,6 +335,7 @@ class GroupCoordinator(OffsetsMixin):
             log.info("group_empty", group_id=group.group_id, generation=group.generation_id)
             return
         group.protocol_name = group.select_protocol()
+        group.refresh_subscribed_topics()
         group.transition(GroupState.COMPLETING_REBALANCE, now_ms())
         now = trio.current_time()
         for member in list(group.members.values()):

@@ -12,6 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import trio
+from oncelog.protocol import DecodeError
+from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from oncelog.protocol.consumer_protocol import decode_subscription
 from oncelog.protocol.internal.group_log import OffsetValue
 
 
@@ -29,9 +32,7 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
     GroupState.DEAD: frozenset(GroupState),
     GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
-    ),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
 }
 
@@ -143,6 +144,10 @@ class Group:
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     #: producer id -> partition -> offset written by TxnOffsetCommit, waiting for the transaction's marker.
     pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    #: Kafka's GroupMetadata.subscribedTopics, set at each new generation and at load: the topics the members of
+    #: a ``consumer`` protocol group subscribe to; None when not known (no members, no protocol chosen, another
+    #: protocol type, or a subscription that does not decode).
+    subscribed_topics: frozenset[str] | None = None
     #: When the join phase ends (trio.current_time()); None outside PreparingRebalance.
     join_deadline_s: float | None = None
     #: The first rebalance of an empty group waits group.initial.rebalance.delay.ms, extended while members arrive.
@@ -241,10 +246,35 @@ class Group:
         best = max(votes.values())
         return next(name for name in ordered if votes.get(name) == best)
 
+    def refresh_subscribed_topics(self) -> None:
+        """Kafka's computeSubscribedTopics: the union of the members' subscriptions under the chosen protocol."""
+        self.subscribed_topics = None
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or not self.members or self.protocol_name is None:
+            return
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                topics.update(decode_subscription(member.metadata_for(self.protocol_name)))
+        except DecodeError:
+            return
+        self.subscribed_topics = frozenset(topics)
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Kafka's isSubscribedToTopic: a group whose subscriptions are not known counts as subscribed to all."""
+        return self.subscribed_topics is None or topic in self.subscribed_topics
+
     # Offsets ------------------------------------------------------------------------------------------------
 
     def has_pending_txn_offset(self, topic: str, partition: int) -> bool:
         return any((topic, partition) in offsets for offsets in self.pending_txn_offsets.values())
+
+    def remove_offsets(self, partitions: list[tuple[str, int]]) -> None:
+        """What a tombstone does (Kafka's removeOffsets and its tombstone replay): the committed offset and every
+        pending transactional offset of each partition go."""
+        for tp in partitions:
+            self.offsets.pop(tp, None)
+            for pending in self.pending_txn_offsets.values():
+                pending.pop(tp, None)
 
     def complete_txn_offsets(self, producer_id: int, commit: bool) -> None:
         """Apply (commit) or drop (abort) a producer's pending offsets; a later plain commit is kept."""

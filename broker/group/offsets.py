@@ -1,7 +1,10 @@
-"""Committed offsets of the group coordinator: OffsetCommit, TxnOffsetCommit, OffsetFetch, expiration, loading.
+"""Committed offsets of the group coordinator: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete, expiration,
+loading.
 
 Guarantees:
 - An OffsetCommit is answered only after its records are fsynced in ``__consumer_offsets``; the cache changes then.
+  So is an OffsetDelete, whose tombstones remove the partitions' committed and pending transactional offsets, in
+  the cache and when the log is replayed.
 - TxnOffsetCommit is accepted only from the transactional id's current producer (id and epoch) whose open
   transaction holds the group's ``__consumer_offsets`` partition (AddOffsetsToTxn); its offsets are appended as a
   transactional batch of that producer and stay pending -- invisible to OffsetFetch, reported as
@@ -22,6 +25,7 @@ from oncelog.broker.group.metadata import CommittedOffset, Group, GroupState, Me
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.broker.txn.metadata import TxnState
 from oncelog.protocol import ErrorCode
+from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from oncelog.protocol.internal.group_log import OffsetValue, encode_group_key, encode_offset_key, encode_offset_value
 
 if TYPE_CHECKING:
@@ -77,6 +81,7 @@ class OffsetsMixin:
                     )
                 if meta.leader in group.members:
                     group.leader_id = meta.leader
+                group.refresh_subscribed_topics()
                 group.state = GroupState.STABLE if group.members else GroupState.EMPTY
             elif not loaded.offsets and not loaded.pending:
                 continue
@@ -106,8 +111,7 @@ class OffsetsMixin:
         max_metadata = self._broker.config.get_int("offset.metadata.max.bytes")
         errors: dict[TopicPartition, ErrorCode] = {}
         for (topic, partition), value in offsets.items():
-            info = self._broker.metadata.get(topic)
-            if info is None or not 0 <= partition < info.partitions:
+            if not self._broker.metadata.has_partition(topic, partition):
                 errors[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(value.metadata.encode()) > max_metadata:
                 errors[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -217,14 +221,10 @@ class OffsetsMixin:
             if error != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
             result = await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
-            return {
-                tp: fenced if error == ErrorCode.INVALID_PRODUCER_EPOCH else error for tp, error in result.items()
-            }
+            return {tp: fenced if error == ErrorCode.INVALID_PRODUCER_EPOCH else error for tp, error in result.items()}
 
     @staticmethod
-    def _check_txn_commit(
-        group: Group, generation_id: int, member_id: str, group_instance_id: str | None
-    ) -> ErrorCode:
+    def _check_txn_commit(group: Group, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group.static_member_fenced(member_id, group_instance_id):
@@ -279,6 +279,8 @@ class OffsetsMixin:
     async def _write_tombstones(
         self, group: Group, partitions: list[TopicPartition], *, group_tombstone: bool
     ) -> ErrorCode:
+        """Append (durably) a tombstone per partition, and one for the group itself when asked; only then do the
+        partitions lose their committed and pending transactional offsets, as the log replays it."""
         records: list[tuple[bytes, bytes | None]] = [
             (encode_offset_key(group.group_id, t, p), None) for t, p in partitions
         ]
@@ -288,9 +290,46 @@ class OffsetsMixin:
             return ErrorCode.NONE
         error, _ = await self.group_log.append(group.group_id, records)
         if error == ErrorCode.NONE:
-            for tp in partitions:
-                group.offsets.pop(tp, None)
+            group.remove_offsets(partitions)
         return error
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka's handleDeleteOffsets (KIP-496): (group error, error per partition; none when the group errs).
+
+        An Empty group loses the offsets of every partition asked for. A rebalancing or Stable ``consumer`` group
+        keeps those of topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC) and loses the others; any
+        other active group refuses (NON_EMPTY_GROUP). A partition's tombstone is written when it has a committed
+        or pending transactional offset (Kafka 4's rule) and is durable before the answer; an Empty group left
+        without offsets is removed with a group tombstone, as Kafka 3's cleanupGroupMetadata does."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, {}
+        async with self._locks[group_id]:
+            group = self._groups.get(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                return ErrorCode.GROUP_ID_NOT_FOUND, {}
+            if group.is_(GroupState.EMPTY):
+                refused: set[TopicPartition] = set()
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                refused = {tp for tp in partitions if group.is_subscribed_to(tp[0])}
+            else:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            eligible = [tp for tp in partitions if tp not in refused]
+            held = [tp for tp in eligible if tp in group.offsets or group.has_pending_txn_offset(*tp)]
+            # Kafka's hasOffsets after the removal: committed offsets left, or a transaction with offsets still open.
+            left = set(group.offsets).difference(held)
+            gone = bool(eligible) and group.is_(GroupState.EMPTY) and not left and not group.pending_txn_offsets
+            error = await self._write_tombstones(group, held, group_tombstone=gone)
+            if error != ErrorCode.NONE:
+                return error, {}
+            log.info("offsets_deleted", group_id=group_id, partitions=len(held), group_removed=gone)
+            if gone:
+                group.transition(GroupState.DEAD, now_ms())
+                del self._groups[group_id]
+            return ErrorCode.NONE, {
+                tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp in refused else ErrorCode.NONE for tp in partitions
+            }
 
     async def _run_offset_expiration(self) -> None:
         interval_s = self._broker.config.get_int("offsets.retention.check.interval.ms") / 1000
@@ -300,8 +339,9 @@ class OffsetsMixin:
 
     async def expire_offsets(self, now: int) -> None:
         """Kafka's cleanupGroupMetadata: an Empty group's offsets older than offsets.retention.minutes go (from
-        when the group became empty, or from the commit for groups never managed here); an Empty group left
-        with no offsets is removed."""
+        when the group became empty, or from the commit for groups never managed here) unless a transaction
+        holds a pending offset for the partition (Kafka 4's rule: a tombstone would drop that one too); an Empty
+        group left with no offsets is removed."""
         retention_ms = self._broker.config.get_int("offsets.retention.minutes") * 60_000
         for group_id, group in list(self._groups.items()):
             if not group.is_(GroupState.EMPTY):
@@ -314,6 +354,7 @@ class OffsetsMixin:
                     tp
                     for tp, c in group.offsets.items()
                     if max(c.value.commit_timestamp_ms, base) + retention_ms <= now
+                    and not group.has_pending_txn_offset(*tp)
                 ]
                 gone = len(expired) == len(group.offsets) and not group.pending_txn_offsets
                 if not expired and not gone:
@@ -326,4 +367,3 @@ class OffsetsMixin:
                 if gone:
                     group.transition(GroupState.DEAD, now)
                     del self._groups[group_id]
-

@@ -4,7 +4,8 @@ A group lives in partition ``abs(hashCode(group.id)) % offsets.topic.num.partiti
 the records are fsynced (or with an error, mapped as Kafka's GroupMetadataManager maps append errors). Offsets from
 TxnOffsetCommit are appended as a transactional batch of the producer and stay pending until that producer's
 COMMIT / ABORT marker lands in the same partition. ``load`` replays every partition from its start: the last record
-per key wins, tombstones delete, transactional offsets follow their markers.
+per key wins, tombstones delete (an offset tombstone also drops the partition's pending transactional offsets, as
+Kafka's OffsetMetadataManager.replay does), transactional offsets follow their markers.
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ class GroupLog:
                             pending_by_producer.setdefault(header.producer_id, set()).add(key.group)
                     elif value is None:
                         loaded.offsets.pop(tp, None)
+                        for pending in loaded.pending.values():
+                            pending.pop(tp, None)
                     else:
                         loaded.offsets[tp] = (value, record.offset)
                 elif isinstance(key, GroupKey):

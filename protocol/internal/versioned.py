@@ -24,8 +24,9 @@ def split_version(data: bytes | bytearray | memoryview, what: str) -> tuple[int,
     return VERSION.unpack_from(view)[0], view[VERSION.size :]
 
 
-def parse(message: Message, version: int, body: memoryview) -> Any:
-    """Decode the whole body; anything malformed or left over raises DecodeError."""
+def parse(message: Message, version: int, body: memoryview, *, allow_trailing: bool = False) -> Any:
+    """Decode the whole body; anything malformed or left over raises DecodeError. With ``allow_trailing``, bytes
+    after the declared fields are ignored (a later version's fields, for formats that only ever append)."""
     stream = p.Reader(body)
     try:
         result = message.construct(version).parse_stream(stream)
@@ -33,7 +34,7 @@ def parse(message: Message, version: int, body: memoryview) -> Any:
         raise
     except Exception as e:
         raise DecodeError(f"malformed {message.name} v{version}: {type(e).__name__}: {e}") from None
-    if stream.tell() != stream.end:
+    if not allow_trailing and stream.tell() != stream.end:
         raise DecodeError(f"{stream.end - stream.tell()} trailing bytes after {message.name} v{version}")
     return result
 

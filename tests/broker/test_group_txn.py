@@ -124,3 +124,43 @@ async def test_pending_offsets_survive_restart(start_broker, tmp_path) -> None:
     broker = await start_broker(tmp_path / "d", **FAST)
     client = await broker.connect()
     assert (await fetch_offsets(client, [(topic, 1)], require_stable=True))[(topic, 1)] == (6, "m", ErrorCode.NONE)
+
+
+async def test_offset_delete_drops_pending_offsets_also_after_restart(start_broker, tmp_path) -> None:
+    from .test_offset_delete import delete_offsets
+
+    broker = await start_broker(tmp_path / "d", **FAST)
+    client = await broker.connect()
+    topic = await _topic(client)
+    pid, epoch = await _init_ok(client, TXN)
+    await _add_offsets(client, pid, epoch)
+    await _txn_commit(client, pid, epoch, {(topic, 0): 5, (topic, 1): 6})
+    # As Kafka's tombstone replay: the pending offset of (topic, 0) goes; the marker then commits only (topic, 1).
+    assert await delete_offsets(client, GROUP, [(topic, 0)]) == (ErrorCode.NONE, {(topic, 0): ErrorCode.NONE})
+    assert await _end(client, pid, epoch, True, TXN) == ErrorCode.NONE
+    expected = {(topic, 0): (-1, "", ErrorCode.NONE), (topic, 1): (6, "m", ErrorCode.NONE)}
+    assert await fetch_offsets(client, [(topic, 0), (topic, 1)]) == expected
+    await broker.stop()
+    broker = await start_broker(tmp_path / "d", **FAST)
+    client = await broker.connect()
+    assert await fetch_offsets(client, [(topic, 0), (topic, 1)]) == expected
+
+
+async def test_expiration_waits_for_pending_offsets_of_the_partition(start_broker) -> None:
+    from .test_groups import commit
+
+    broker = await start_broker(**FAST)
+    client = await broker.connect()
+    topic = await _topic(client)
+    await commit(client, {(topic, 0): (3, "old"), (topic, 1): (4, "old")})
+    pid, epoch = await _init_ok(client, TXN)
+    await _add_offsets(client, pid, epoch)
+    await _txn_commit(client, pid, epoch, {(topic, 0): 5})
+    # Kafka 4's rule: an offset with a pending transactional one for its partition does not expire yet.
+    await broker.node.groups.expire_offsets(10**15)
+    assert await fetch_offsets(client, [(topic, 0), (topic, 1)]) == {
+        (topic, 0): (3, "old", ErrorCode.NONE),
+        (topic, 1): (-1, "", ErrorCode.NONE),
+    }
+    assert await _end(client, pid, epoch, True, TXN) == ErrorCode.NONE
+    assert (await fetch_offsets(client, [(topic, 0)]))[(topic, 0)] == (5, "m", ErrorCode.NONE)

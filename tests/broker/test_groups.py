@@ -24,14 +24,14 @@ async def _topic(client, name: str = "t", partitions: int = 4) -> str:
 
 
 def join_body(member_id: str = "", *, session_ms: int = 10000, rebalance_ms: int = 10000, instance=None,
-              protocols=(("range", b"r"),), group: str = GROUP) -> dict:
+              protocols=(("range", b"r"),), group: str = GROUP, protocol_type: str = "consumer") -> dict:
     return {
         "group_id": group,
         "session_timeout_ms": session_ms,
         "rebalance_timeout_ms": rebalance_ms,
         "member_id": member_id,
         "group_instance_id": instance,
-        "protocol_type": "consumer",
+        "protocol_type": protocol_type,
         "protocols": [{"name": n, "metadata": m} for n, m in protocols],
     }
 

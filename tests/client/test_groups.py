@@ -7,15 +7,9 @@ from collections.abc import Callable
 import anyio
 import pytest
 from oncelog.client import Admin, Consumer, ConsumerRecord, Producer, TopicPartition
-from oncelog.client.assignors import (
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-    range_assign,
-    roundrobin_assign,
-)
+from oncelog.client.assignors import decode_assignment, encode_assignment, range_assign, roundrobin_assign
 from oncelog.client.eos import copy_topic
+from oncelog.protocol.consumer_protocol import decode_subscription, encode_subscription
 
 from .conftest import fresh_name
 

@@ -35,7 +35,8 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.END_TXN: (0, 5), ApiKey.WRITE_TXN_MARKERS: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.LIST_TRANSACTIONS: (0, 1),
         ApiKey.JOIN_GROUP: (0, 7), ApiKey.SYNC_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 4),
-        ApiKey.OFFSET_COMMIT: (2, 8), ApiKey.OFFSET_FETCH: (1, 7), ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.OFFSET_COMMIT: (2, 8), ApiKey.OFFSET_FETCH: (1, 7), ApiKey.OFFSET_DELETE: (0, 0),
+        ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 2), ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DESCRIBE_CLUSTER: (0, 1),
     }
