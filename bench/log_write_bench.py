@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from oncelog.broker.config import LONG_MAX
+from oncelog.storage.config import LONG_MAX
 
 from bench import wire_pump
 from bench.txn_bench import create_topic

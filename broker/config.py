@@ -2,7 +2,8 @@
 
 Every setting keeps Apache Kafka's property name. Defaults are Kafka's, with one deliberate exception:
 ``log.flush.interval.messages`` defaults to 1 (fsync before acknowledging, group-committed) where Kafka defaults to
-Long.MAX_VALUE (page cache only). Set it higher, or set ``log.flush.interval.ms``, to select page-cache mode.
+Long.MAX_VALUE (page cache only). Set it higher, or set ``log.flush.interval.ms``, to select page-cache mode; a topic's
+``flush.messages`` / ``flush.ms`` override them for its partitions (``LogConfig.fsync_before_ack``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oncelog.storage.config import COMPRESSION_CODECS, LogConfig
-
-LONG_MAX = 9223372036854775807
 
 
 class ConfigError(ValueError):
@@ -307,11 +306,6 @@ class BrokerConfig:
         if self.get_int("log.flush.interval.messages") < 1:
             raise ConfigError("log.flush.interval.messages must be at least 1")
 
-    @property
-    def fsync_before_ack(self) -> bool:
-        """True when every acknowledged append is fsynced first (log.flush.interval.messages = 1, no flush.ms)."""
-        return self.get_int("log.flush.interval.messages") == 1 and self.get_int("log.flush.interval.ms") < 0
-
     def log_config(self, topic_overrides: Mapping[str, str] | None = None) -> LogConfig:
         """The storage settings of a topic: broker defaults with the topic's own overrides applied."""
         values = dict(self.values)
@@ -334,6 +328,8 @@ class BrokerConfig:
             message_timestamp_type=str(values["log.message.timestamp.type"]),
             min_insync_replicas=int(values["min.insync.replicas"]),  # type: ignore[arg-type]
             compression_type=str(values["compression.type"]),
+            flush_messages=int(values["log.flush.interval.messages"]),  # type: ignore[arg-type]
+            flush_ms=int(values["log.flush.interval.ms"]),  # type: ignore[arg-type]
         )
 
 

@@ -1,20 +1,29 @@
 """Durability: group-committed fsync off the event loop, and the high watermark that follows it.
 
-Two modes, chosen by Kafka's flush properties (see broker.config):
+Each partition log is in one of two modes, chosen by its effective ``flush.messages`` / ``flush.ms`` (the topic's
+override, else the broker's ``log.flush.interval.messages`` / ``log.flush.interval.ms``; see ``LogConfig``):
 
-* **fsync before acknowledging** (``log.flush.interval.messages=1``, the default here): an append marks its log dirty;
-  a request waiting for data no fsync under way covers starts an fdatasync of that log at once in the fsync helper
-  process (``oncelog.broker.sync_process``), which runs a few in parallel; when it completes, the log's high watermark
-  advances to what is now durable and the requests it covers are released. Each log has at most one fsync under way;
-  appends that arrive meanwhile are covered by the next one, so concurrent producers share fsyncs (group commit),
-  while different logs never wait for each other's fsyncs. Consumers only ever see durable data. Appends nobody waits
-  for (acks=0, a transaction's Complete* record) start no fsync: the next waiter's fsync of that log covers them, or
-  they are synced once their delay has passed (``UNWAITED_FLUSH_DELAY_S``, or the appender's own: a second for the
-  Complete* record, which the same id's next state change usually covers sooner). A request that answers later
-  (Produce) or waits for several logs asks for their fsyncs first (``request_sync``); they start when the event loop
-  next switches tasks, in parallel.
-* **page cache** (larger ``log.flush.interval.messages`` or a ``log.flush.interval.ms``): the high watermark advances
-  at append; the flusher fsyncs a log once it holds that many unflushed messages or that much time has passed.
+* **fsync before acknowledging** (flush.messages=1 and flush.ms unset; the broker default here): an append marks its
+  log dirty; a request waiting for data no fsync under way covers starts an fdatasync of that log at once in the fsync
+  helper process (``oncelog.broker.sync_process``), which runs a few in parallel; when it completes, the log's high
+  watermark advances to what is now durable and the requests it covers are released. Each log has at most one fsync
+  under way; appends that arrive meanwhile are covered by the next one, so concurrent producers share fsyncs (group
+  commit), while different logs never wait for each other's fsyncs. Consumers only ever see durable data. Appends
+  nobody waits for (acks=0, a transaction's Complete* record) start no fsync: the next waiter's fsync of that log
+  covers them, or they are synced once their delay has passed (``UNWAITED_FLUSH_DELAY_S``, or the appender's own: a
+  second for the Complete* record, which the same id's next state change usually covers sooner). A request that
+  answers later (Produce) or waits for several logs asks for their fsyncs first (``request_sync``); they start when
+  the event loop next switches tasks, in parallel.
+* **page cache** (any other flush.messages, or a flush.ms): the high watermark advances at append and nobody waits;
+  the flusher fsyncs a log once it holds flush.messages unflushed messages, or at the first look (every
+  ``log.flush.scheduler.interval.ms``) at least flush.ms after its last fsync.
+
+The mode follows config changes (``update_config``), with nothing acknowledged early and nothing left waiting:
+
+* to page cache: the high watermark jumps to the log end; requests already waiting keep waiting for the fsync that
+  covers them, which starts at once (they were promised durability when they were accepted).
+* to fsync before acknowledging: the high watermark stays where it is (it never goes back); data still unflushed is
+  synced within ``UNWAITED_FLUSH_DELAY_S``, and any later waiter's fsync covers it too (an fsync covers the whole log).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import structlog
 import trio
 from oncelog.broker.sync_process import SyncProcess
 from oncelog.storage import faults
+from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import KafkaStorageError
 from oncelog.storage.log import PartitionLog, SyncPlan
 
@@ -62,31 +72,22 @@ class _LogState:
 
 
 class LogFlusher:
-    """Owns every fsync of partition data. Run ``run`` in the broker's nursery."""
+    """Owns every fsync of partition data. Run ``run`` in the broker's nursery. Each log's mode is read from its
+    config (``LogConfig.fsync_before_ack``); change a live log's config through ``update_config``."""
 
-    def __init__(
-        self,
-        *,
-        fsync_before_ack: bool,
-        interval_messages: int,
-        interval_ms: int,
-        scheduler_interval_ms: int,
-        on_high_watermark: Callable[[PartitionLog], None],
-    ) -> None:
-        self.fsync_before_ack = fsync_before_ack
-        self._interval_messages = interval_messages
-        self._interval_ms = interval_ms
+    def __init__(self, *, scheduler_interval_ms: int, on_high_watermark: Callable[[PartitionLog], None]) -> None:
         self._scheduler_interval_s = scheduler_interval_ms / 1000
         self._on_high_watermark = on_high_watermark
         self._states: dict[PartitionLog, _LogState] = {}
-        #: Logs to sync at the next due time, each with the time it is due by (page cache: over a threshold, due
-        #: at once; fsync mode: appends nobody asked to sync yet, due ``unwaited_delay_s`` after the first).
+        #: Logs to sync at the next due time, each with the time it is due by (page cache: over its flush.messages
+        #: or flush.ms, due at once; fsync mode: appends nobody asked to sync yet, due ``unwaited_delay_s`` after the
+        #: first).
         self._dirty: dict[PartitionLog, float] = {}
-        #: fsync mode: logs to sync as soon as the flusher runs (``request_sync``).
+        #: Logs to sync as soon as the flusher runs (``request_sync``, a switch to page cache with waiters).
         self._requested: set[PartitionLog] = set()
-        #: fsync mode: the earliest time a log in ``_dirty`` is due by (None: not armed).
-        self._unwaited_deadline: float | None = None
-        self._next_check = -math.inf  # page-cache mode: next look for overdue logs
+        #: The earliest time a log in ``_dirty`` is due by (None: not armed).
+        self._dirty_deadline: float | None = None
+        self._next_check = math.inf  # next look for page-cache logs past their flush.ms (set by ``run``)
         self._sleep = trio.CancelScope()  # the flusher's current sleep; appends may bring its deadline forward
         self._syncer: SyncProcess[tuple[PartitionLog, int, SyncPlan | None]] = SyncProcess(
             SYNC_THREADS, self._completed
@@ -109,18 +110,43 @@ class LogFlusher:
         waits it is synced within ``unwaited_delay_s``."""
         state = self._state(partition_log)
         state.unflushed_messages += records_count
-        if self.fsync_before_ack:
-            deadline = trio.current_time() + unwaited_delay_s
-            if deadline < self._dirty.get(partition_log, math.inf):
-                self._dirty[partition_log] = deadline
-            if self._unwaited_deadline is None or deadline < self._unwaited_deadline:
-                self._unwaited_deadline = deadline
-                self._sleep.deadline = min(self._sleep.deadline, deadline)
+        config = partition_log.config
+        if config.fsync_before_ack:
+            self._mark_dirty(partition_log, trio.current_time() + unwaited_delay_s)
             return
         partition_log.update_high_watermark(partition_log.log_end_offset)
         self._on_high_watermark(partition_log)
-        if state.unflushed_messages >= self._interval_messages:
-            self._dirty[partition_log] = -math.inf
+        if state.unflushed_messages >= config.flush_messages:
+            self._mark_dirty(partition_log, -math.inf)
+            self._wakeup.set()
+
+    def _mark_dirty(self, partition_log: PartitionLog, deadline: float) -> None:
+        """Have the log synced by ``deadline`` (an earlier one it already has stands)."""
+        if deadline < self._dirty.get(partition_log, math.inf):
+            self._dirty[partition_log] = deadline
+        if self._dirty_deadline is None or deadline < self._dirty_deadline:
+            self._dirty_deadline = deadline
+            self._sleep.deadline = min(self._sleep.deadline, deadline)
+
+    def update_config(self, partition_log: PartitionLog, config: LogConfig) -> None:
+        """Give a live log a new config (``PartitionLog.update_config``) and move it to the flush mode the config
+        names (see the module docstring). A page-cache log already over its new flush.messages is synced at once."""
+        was_fsync_before_ack = partition_log.config.fsync_before_ack
+        partition_log.update_config(config)
+        state = self._state(partition_log)
+        if config.fsync_before_ack:
+            if not was_fsync_before_ack and partition_log.durable_offset < partition_log.log_end_offset:
+                self._mark_dirty(partition_log, trio.current_time() + UNWAITED_FLUSH_DELAY_S)
+            return
+        if was_fsync_before_ack:
+            self._dirty.pop(partition_log, None)  # its unwaited deadline: page cache syncs by count and time
+            partition_log.update_high_watermark(partition_log.log_end_offset)
+            self._on_high_watermark(partition_log)
+            if state.waiters:
+                self._requested.add(partition_log)  # accepted in fsync mode: released by their fsync, as promised
+                self._wakeup.set()
+        if state.unflushed_messages >= config.flush_messages:
+            self._mark_dirty(partition_log, -math.inf)
             self._wakeup.set()
 
     def forget(self, partition_log: PartitionLog) -> None:
@@ -141,7 +167,7 @@ class LogFlusher:
         one, or after the fsync under way. Produce calls this for the partitions it answers later: their fsyncs then
         overlap with those of the requests queued ahead of it, instead of starting when its answer reaches the
         front of the connection's queue."""
-        if not self.fsync_before_ack or partition_log.durable_offset >= end_offset:
+        if not partition_log.config.fsync_before_ack or partition_log.durable_offset >= end_offset:
             return None
         waiter = self._add_waiter(partition_log, end_offset)
         self._requested.add(partition_log)
@@ -161,7 +187,7 @@ class LogFlusher:
 
     async def wait_durable(self, partition_log: PartitionLog, end_offset: int) -> None:
         """Return once every offset below ``end_offset`` is fsynced; raises KafkaStorageError if the fsync failed."""
-        if not self.fsync_before_ack or partition_log.durable_offset >= end_offset:
+        if not partition_log.config.fsync_before_ack or partition_log.durable_offset >= end_offset:
             return
         waiter = self._add_waiter(partition_log, end_offset)
         self._request(partition_log, self._state(partition_log), end_offset)
@@ -202,6 +228,7 @@ class LogFlusher:
             for partition_log, state in list(self._states.items()):
                 if state.waiters and state.in_flight_end is None:
                     self._start(partition_log, state)  # waited for before the flusher ran
+            self._next_check = trio.current_time() + self._scheduler_interval_s
             task_status.started()
             while True:
                 if self._wakeup.is_set():
@@ -213,33 +240,26 @@ class LogFlusher:
                 self._start_due()
 
     def _deadline(self) -> float:
-        if not self.fsync_before_ack:
-            if self._next_check == -math.inf:
-                self._next_check = trio.current_time() + self._scheduler_interval_s
-            return self._next_check
-        return math.inf if self._unwaited_deadline is None else self._unwaited_deadline
+        return self._next_check if self._dirty_deadline is None else min(self._next_check, self._dirty_deadline)
 
     def _start_due(self) -> None:
         """Start fsyncs of the requested logs and of the dirty logs that are due (or mark them for one after the
         fsync under way)."""
+        requested, self._requested = self._requested, set()
+        for partition_log in requested:
+            state = self._states.get(partition_log)
+            if state is not None and partition_log.durable_offset < partition_log.log_end_offset:
+                self._request(partition_log, state, partition_log.log_end_offset)
         now = trio.current_time()
-        if self.fsync_before_ack:
-            requested, self._requested = self._requested, set()
-            for partition_log in requested:
-                state = self._states.get(partition_log)
-                if state is not None and partition_log.durable_offset < partition_log.log_end_offset:
-                    self._request(partition_log, state, partition_log.log_end_offset)
-            if self._unwaited_deadline is None or now < self._unwaited_deadline:
-                return
-            due = [partition_log for partition_log, deadline in self._dirty.items() if deadline <= now]
-            for partition_log in due:
-                del self._dirty[partition_log]
-            self._unwaited_deadline = min(self._dirty.values(), default=None)
-        else:
-            if now >= self._next_check:
-                self._next_check = now + self._scheduler_interval_s
-                self._add_overdue_logs()
-            due, self._dirty = list(self._dirty), {}
+        if now >= self._next_check:
+            self._next_check = now + self._scheduler_interval_s
+            self._add_overdue_logs(now * 1000)
+        if self._dirty_deadline is None or now < self._dirty_deadline:
+            return
+        due = [partition_log for partition_log, deadline in self._dirty.items() if deadline <= now]
+        for partition_log in due:
+            del self._dirty[partition_log]
+        self._dirty_deadline = min(self._dirty.values(), default=None)
         for partition_log in due:
             state = self._states.get(partition_log)
             if state is None:
@@ -249,13 +269,17 @@ class LogFlusher:
             else:
                 state.resync = True
 
-    def _add_overdue_logs(self) -> None:
-        if self._interval_ms < 0:
-            return
-        now_ms = trio.current_time() * 1000
+    def _add_overdue_logs(self, now_ms: float) -> None:
+        """Mark the page-cache logs holding unflushed data for at least their flush.ms since their last fsync."""
         for partition_log, state in self._states.items():
-            if state.unflushed_messages and now_ms - state.last_flush_ms >= self._interval_ms:
-                self._dirty[partition_log] = -math.inf
+            config = partition_log.config
+            if (
+                state.unflushed_messages
+                and config.flushes_by_time
+                and now_ms - state.last_flush_ms >= config.flush_ms
+                and not config.fsync_before_ack
+            ):
+                self._mark_dirty(partition_log, -math.inf)
 
     def _completed(self, results: list[tuple[tuple[PartitionLog, int, SyncPlan | None], Exception | None]]) -> None:
         """Advance high watermarks and release the waiters the finished fsyncs cover."""
@@ -273,7 +297,7 @@ class LogFlusher:
                 log.error(
                     "flush_failed", topic=partition_log.topic, partition=partition_log.partition, error=str(error)
                 )
-            elif self.fsync_before_ack and end_offset > partition_log.high_watermark:
+            elif partition_log.config.fsync_before_ack and end_offset > partition_log.high_watermark:
                 partition_log.update_high_watermark(end_offset)
                 self._on_high_watermark(partition_log)
             if state.waiters:

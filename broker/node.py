@@ -59,9 +59,6 @@ class BrokerNode:
         self.metadata = MetadataStore(self.data_dir)
         self.logs = LogManager(self.data_dir, config.log_config())
         self.flusher = LogFlusher(
-            fsync_before_ack=config.fsync_before_ack,
-            interval_messages=config.get_int("log.flush.interval.messages"),
-            interval_ms=config.get_int("log.flush.interval.ms"),
             scheduler_interval_ms=config.get_int("log.flush.scheduler.interval.ms"),
             on_high_watermark=self._high_watermark_advanced,
         )

@@ -223,7 +223,7 @@ class TopicManager:
         for partition in range(topic.partitions):
             partition_log = self._broker.logs.get(name, partition)
             if partition_log is not None:
-                partition_log.update_config(log_config)
+                self._broker.flusher.update_config(partition_log, log_config)
         log.info("topic_configs_altered", topic=name, configs=configs)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
 

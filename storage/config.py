@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
+#: Java's Long.MAX_VALUE: Kafka's "never" for flush.messages and flush.ms.
+LONG_MAX = 9223372036854775807
 #: compression.type values naming a codec, with its id in a batch's attributes ("producer" keeps the batch's own).
 COMPRESSION_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -28,6 +31,21 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type: "CreateTime" or "LogAppendTime"
     min_insync_replicas: int = 1  # min.insync.replicas: acks=all appends need this many in-sync replicas
     compression_type: str = "producer"  # compression.type: "producer" (keep the batch's codec) or a codec name
+    # log.flush.interval.messages / flush.messages: unflushed messages that trigger an fsync (oncelog's default 1,
+    # with flush_ms unset, is fsync before acknowledging; Kafka's is Long.MAX_VALUE).
+    flush_messages: int = 1
+    flush_ms: int = -1  # log.flush.interval.ms / flush.ms: longest time data stays unflushed (-1 or Long.MAX: unset)
+
+    @property
+    def flushes_by_time(self) -> bool:
+        """flush.ms is set: data is fsynced at the latest ``flush_ms`` after the log's last fsync."""
+        return 0 <= self.flush_ms < LONG_MAX
+
+    @cached_property
+    def fsync_before_ack(self) -> bool:
+        """Every acknowledged append is fsynced first (flush.messages=1, flush.ms unset); else page-cache mode.
+        Computed once per config: the append path reads it like a plain attribute."""
+        return self.flush_messages == 1 and not self.flushes_by_time
 
     @property
     def deletes(self) -> bool:

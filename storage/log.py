@@ -231,7 +231,8 @@ class PartitionLog:
         What the log decides per call follows at once: the largest batch accepted, rolling by size or age (at the
         next append or ``maybe_roll_for_time``), retention, whether client batches need keys, producer expiry, and
         what a compaction pass started afterwards uses. What shapes a segment's files (index.interval.bytes,
-        segment.index.bytes) applies from the next new segment: existing segments keep theirs, as in Kafka.
+        segment.index.bytes) applies from the next new segment: existing segments keep theirs, as in Kafka. The
+        flush settings are for whoever fsyncs the log (the broker's ``LogFlusher.update_config`` calls this).
         """
         self.config = config
         self.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms

@@ -1,5 +1,5 @@
-"""Produce (0): append each partition's batches, then answer once the data is durable (acks=1/-1) or not at all
-(acks=0).
+"""Produce (0): append each partition's batches, then answer once the data is durable (acks=1/-1; at once for
+partitions in page-cache mode, see ``broker.flusher``) or not at all (acks=0).
 
 Versions 0-2 are advertised (old librdkafka turns compression off unless the range includes v0) but every
 partition is answered UNSUPPORTED_VERSION, as Kafka 4.0 does: they predate record batch v2.
@@ -140,15 +140,17 @@ async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None
     ]
     if pending:
         fault_point("produce.after_append")
-    if not pending or not broker.flusher.fsync_before_ack:
-        return _response(outcomes)
-    # Ask for every partition's fsync now: the answer waits in the connection's queue behind earlier ones, and the
-    # fsyncs of pipelined requests to different partitions should overlap rather than start as it reaches the front.
+    # Ask for every partition's fsync now (None: a page-cache partition, or already durable): the answer waits in the
+    # connection's queue behind earlier ones, and the fsyncs of pipelined requests to different partitions should
+    # overlap rather than start as it reaches the front.
     waits = [
-        (outcome, broker.replicas.request_durable(name, index, outcome.result.last_offset + 1))
+        (outcome, waiter)
         for name, index, outcome in pending
         if outcome.result is not None
+        and (waiter := broker.replicas.request_durable(name, index, outcome.result.last_offset + 1)) is not None
     ]
+    if not waits:
+        return _response(outcomes)
 
     async def complete() -> dict:
         for outcome, waiter in waits:
@@ -159,6 +161,6 @@ async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None
         return _response(outcomes)
 
     def ready() -> bool:
-        return all(waiter is None or waiter.done.is_set() for _outcome, waiter in waits)
+        return all(waiter.done.is_set() for _outcome, waiter in waits)
 
     return Deferred(complete, ready)

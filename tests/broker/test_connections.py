@@ -56,9 +56,9 @@ async def test_pipelined_requests_are_answered_in_order(broker, client) -> None:
 async def test_ready_answers_wait_behind_produce_answers_waiting_for_fsync(broker, client) -> None:
     # In fsync mode a Produce is answered only after its fsync; the heartbeats pipelined behind each one are ready at
     # once but must still go out after it.
-    assert broker.node.flusher.fsync_before_ack
     created = await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("order"))
     assert created.topics[0].error_code == ErrorCode.NONE
+    assert broker.node.logs.get("order", 0).config.fsync_before_ack
     frames = [
         _frame(i, ApiKey.PRODUCE, 3, produce_body("order", 0, batch([b"v%d" % i]))) if i % 3 == 1 else _frame(i)
         for i in range(1, 61)

@@ -21,9 +21,6 @@ from oncelog.storage.log import PartitionLog, SyncPlan
 
 def _flusher(advanced: list[PartitionLog] | None = None) -> LogFlusher:
     return LogFlusher(
-        fsync_before_ack=True,
-        interval_messages=1,
-        interval_ms=-1,
         scheduler_interval_ms=1000,
         on_high_watermark=(advanced if advanced is not None else []).append,
     )
