@@ -49,3 +49,14 @@ def test_p4_floors_the_mock_p50_plus_serial_fsyncs_and_the_cpu_left_at_the_goal_
     assert floors["client_cpu_us_per_commit_mock"] == pytest.approx(300.0)
     assert floors["fdatasync_cpu_us_per_commit"] == pytest.approx(200.0)
     assert floors["broker_cpu_budget_us_per_commit"] == pytest.approx(2e6 / 3000 - 300.0 - 200.0)
+
+
+def test_p3_ceiling_is_the_serial_fsyncs_pause_per_commit_interval() -> None:
+    r = run.Run(run.QUICK)
+    assert run.p3_ceiling(r) is None  # no machine figures, no ceiling
+    r.disk = machine.DiskFigures(1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.2, fdatasync_p99_ms=0.3,
+                                 fdatasync_cpu_us=50.0)
+    r.runtime = runtime.RuntimeFigures(60.0, 50.0, 16.0, handoff_p50_us=50.0, handoff_cpu_us=70.0,
+                                       handoff_cpu_concurrent_us=15.0)
+    # Four fsyncs of 0.25 ms pause the producer 1 ms per 100 ms of sending.
+    assert run.p3_ceiling(r) == pytest.approx(100 / 101)
