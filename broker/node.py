@@ -8,6 +8,7 @@ closes the logs cleanly (flush, producer snapshots, checkpoints, clean-shutdown 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from oncelog.broker.txn.coordinator import TransactionCoordinator
 from oncelog.broker.txn.markers import LocalMarkerWriter
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import StorageError
+from oncelog.storage.log import PartitionLog
 from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
@@ -67,7 +69,8 @@ class BrokerNode:
         self.topics = TopicManager(self)
         self.transactions = TransactionCoordinator(self, LocalMarkerWriter(self.replicas))
         self.groups = GroupCoordinator(self)
-        #: Held by the retention sweep and by each compaction pass, which must not change a log's segments at once.
+        #: Held by the retention sweep, by each compaction pass and by DeleteRecords' segment deletion, which must
+        #: not change a log's segments at once.
         self._housekeeping = trio.Lock()
         self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
         self.port: int | None = None
@@ -153,18 +156,33 @@ class BrokerNode:
                 partition_log.producer_state.expire_producers(now)
                 deleted = partition_log.enforce_retention(now)
             except (OSError, StorageError) as exc:
-                # A full or failing disk must not stop the broker: the next round tries again.
-                log.error(
-                    "housekeeping_failed",
-                    topic=partition_log.topic,
-                    partition=partition_log.partition,
-                    error=str(exc),
-                )
+                _housekeeping_failed(partition_log, exc)
                 continue
             if deleted:
-                log.info(
-                    "retention", topic=partition_log.topic, partition=partition_log.partition, segments=deleted
-                )
+                log.info("retention", topic=partition_log.topic, partition=partition_log.partition, segments=deleted)
+
+    async def delete_segments_below_start(self, partition_logs: Iterable[PartitionLog], timeout_s: float) -> None:
+        """Delete the segments wholly below each log's start offset (after DeleteRecords) now, or, if a compaction
+        pass holds the housekeeping lock for longer than ``timeout_s``, leave them to the next retention sweep.
+        Logs deleted meanwhile are skipped; a failure is logged, as the sweep's."""
+        try:
+            self._housekeeping.acquire_nowait()
+        except trio.WouldBlock:
+            with trio.move_on_after(max(timeout_s, 0.0)) as waited:
+                await self._housekeeping.acquire()
+            if waited.cancelled_caught:
+                log.info("segment_deletion_deferred", reason="a compaction pass holds the housekeeping lock")
+                return
+        try:
+            for partition_log in partition_logs:
+                if self.logs.get(partition_log.topic, partition_log.partition) is not partition_log:
+                    continue
+                try:
+                    partition_log.delete_segments_below_start()
+                except (OSError, StorageError) as exc:
+                    _housekeeping_failed(partition_log, exc)
+        finally:
+            self._housekeeping.release()
 
     async def _checkpoint_loop(self) -> None:
         """Every log.flush.offset.checkpoint.interval.ms: fsync everything (indexes too) and save recovery points,
@@ -175,3 +193,8 @@ class BrokerNode:
             failures = await trio.to_thread.run_sync(self.logs.flush_and_checkpoint)
             for failure in failures:
                 log.error("checkpoint_failed", error=str(failure))
+
+
+def _housekeeping_failed(partition_log: PartitionLog, exc: Exception) -> None:
+    # A full or failing disk must not stop the broker: the next round tries again.
+    log.error("housekeeping_failed", topic=partition_log.topic, partition=partition_log.partition, error=str(exc))

@@ -1,15 +1,18 @@
 """Partitions of this node: append with idempotence checks, durable acknowledgement, reads bounded by the
-high watermark or the last stable offset, and wake-ups for long-polling fetches."""
+high watermark or the last stable offset, wake-ups for long-polling fetches, and record deletion (log start
+offsets raised durably)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import structlog
 import trio
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
 from oncelog.protocol import ErrorCode
+from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
 from oncelog.storage import errors as storage_errors
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.log import AppendResult, PartitionLog
@@ -67,6 +70,14 @@ class PartitionRead:
     log_start_offset: int = -1
     #: (producer id, first offset) of aborted transactions overlapping the records (read_committed only).
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PartitionDeletion:
+    """Outcome of deleting one partition's records: its log start offset after it (the low watermark)."""
+
+    error: ErrorCode
+    low_watermark: int = INVALID_LOW_WATERMARK
 
 
 class ReplicaManager:
@@ -182,6 +193,48 @@ class ReplicaManager:
             log.error("read_failed", topic=topic, partition=partition, error=str(exc))
             read.error = ErrorCode.KAFKA_STORAGE_ERROR
         return read
+
+    def delete_records(self, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], PartitionDeletion]:
+        """Delete the records below each partition's offset (``HIGH_WATERMARK``: below the high watermark) by raising
+        its log start offset, as Kafka's ReplicaManager.deleteRecords on the leader. Every raised offset is durable
+        (the log-start-offset checkpoint is fsynced) before this returns; the segments wholly below it stay until
+        the log's ``delete_segments_below_start`` or its next retention sweep.
+
+        Per partition: UNKNOWN_TOPIC_OR_PARTITION without a log; POLICY_VIOLATION unless its cleanup.policy holds
+        "delete"; OFFSET_OUT_OF_RANGE for an offset above the high watermark or negative; KAFKA_STORAGE_ERROR, for
+        all of them, when the checkpoint cannot be written (nothing changes then). Otherwise NONE with the log start
+        offset, which a lower offset leaves as it was.
+        """
+        results: dict[tuple[str, int], PartitionDeletion] = {}
+        targets: dict[tuple[str, int], int] = {}
+        logs: dict[tuple[str, int], PartitionLog] = {}
+        for (topic, partition), offset in offsets.items():
+            partition_log = self.logs.get(topic, partition)
+            if partition_log is None:
+                results[(topic, partition)] = PartitionDeletion(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if not partition_log.config.deletes:
+                # "Records of partition ... can not be deleted due to the configured policy" (Partition.scala).
+                results[(topic, partition)] = PartitionDeletion(ErrorCode.POLICY_VIOLATION)
+                continue
+            target = partition_log.high_watermark if offset == HIGH_WATERMARK else offset
+            try:
+                partition_log.check_log_start_offset(target)
+            except storage_errors.OffsetOutOfRangeError:
+                results[(topic, partition)] = PartitionDeletion(ErrorCode.OFFSET_OUT_OF_RANGE)
+                continue
+            targets[(topic, partition)] = target
+            logs[(topic, partition)] = partition_log
+        try:
+            self.logs.advance_log_start_offsets(targets)
+        except storage_errors.KafkaStorageError as exc:
+            log.error("log_start_offsets_not_saved", partitions=len(targets), error=str(exc))
+            return results | {tp: PartitionDeletion(ErrorCode.KAFKA_STORAGE_ERROR) for tp in targets}
+        for (topic, partition), partition_log in logs.items():
+            start = partition_log.log_start_offset
+            results[(topic, partition)] = PartitionDeletion(ErrorCode.NONE, start)
+            log.info("records_deleted", topic=topic, partition=partition, log_start_offset=start)
+        return results
 
     # Long polling ----------------------------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ Other guarantees:
 - ``truncate_to(o)`` cuts at the start of the batch holding ``o``; the log end may end up below ``o``.
 - Retention deletes segment files immediately (file.delete.delay.ms is not applied) and only segments wholly
   below the high watermark, as Kafka does.
+- ``advance_log_start_offset`` (DeleteRecords) raises the log start offset up to the high watermark, mid-segment
+  too; the segments wholly below it go with ``delete_segments_below_start`` or the next ``enforce_retention``.
 
 Transactions (Kafka's UnifiedLog):
 - ``append(..., origin=CLIENT)`` refuses control batches (InvalidRecordError); COORDINATOR appends may hold
@@ -505,15 +507,16 @@ class PartitionLog:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, max timestamp) of the first batch whose max timestamp is >= ``timestamp_ms``, or None.
+        """(offset, max timestamp) of the first batch holding offsets at or above the log start offset whose max
+        timestamp is >= ``timestamp_ms``, or None.
 
         The offset is the batch's base offset, raised to the log start offset when the batch straddles it.
         """
         for segment in self._segments:
             if segment.next_offset <= self.log_start_offset or segment.max_timestamp < timestamp_ms:
                 continue
-            header = segment.find_timestamp(timestamp_ms)
-            if header is not None and header.next_offset > self.log_start_offset:
+            header = segment.find_timestamp(timestamp_ms, self.log_start_offset)
+            if header is not None:
                 return max(header.base_offset, self.log_start_offset), header.max_timestamp
         return None
 
@@ -535,20 +538,82 @@ class PartitionLog:
             return None
         return max(found[1].base_offset, self.log_start_offset), best.max_timestamp
 
+    # ------------------------------------------------------------------------------------------ log start offset
+    def check_log_start_offset(self, offset: int) -> None:
+        """Raise OffsetOutOfRangeError unless ``offset`` is within [0, high watermark], the offsets the log start
+        may be raised to (Kafka's Partition.deleteRecordsOnLeader and UnifiedLog.maybeIncrementLogStartOffset)."""
+        if not 0 <= offset <= self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot raise the log start offset of {self.topic}-{self.partition} to {offset}: "
+                f"it is outside [0, {self.high_watermark}] (the high watermark)"
+            )
+
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """Raise the log start offset to ``offset`` in memory (Kafka's maybeIncrementLogStartOffset); returns whether
+        it moved (an offset at or below the current one changes nothing). Raises OffsetOutOfRangeError as
+        ``check_log_start_offset``. Persisting the offset first is the caller's (``LogManager``).
+
+        From then on reads below it fail, and the high watermark and last stable offset are at least it. Completed
+        transactions whose marker is below it stop holding the last stable offset; open ones keep their state, as
+        does every producer (Kafka keeps producer state until producer.id.expiration.ms, KIP-360), so a producer
+        whose batches are all below the new start goes on with its epoch and sequence. The segments stay until
+        ``delete_segments_below_start`` or the next ``enforce_retention``.
+        """
+        self.check_log_start_offset(offset)
+        if offset <= self.log_start_offset:
+            return False
+        with self._lock:
+            self.log_start_offset = offset
+            self.recovery_point = max(self.recovery_point, offset)
+            self.durable_offset = max(self.durable_offset, self.recovery_point)
+        self.producer_state.on_high_watermark(offset)
+        return True
+
+    def delete_segments_below_start(self) -> int:
+        """Delete the segments wholly below the log start offset, never the active one (Kafka's
+        deleteLogStartOffsetBreachedSegments); returns how many."""
+        return self._delete_oldest(self._segments_below_start())
+
+    def _segments_below_start(self) -> int:
+        """How many of the oldest segments hold only offsets below the log start offset (not the active one)."""
+        segments = self._segments
+        count = 0
+        while count + 1 < len(segments) and segments[count + 1].base_offset <= self.log_start_offset:
+            count += 1
+        return count
+
+    def _delete_oldest(self, count: int) -> int:
+        """Delete the ``count`` oldest segments (their files at once), raising the log start offset to the first
+        segment left, with the producer snapshots below it; returns ``count``."""
+        if count == 0:
+            return 0
+        segments = self._segments
+        with self._lock:
+            self._set_segments(segments[count:])
+        for segment in segments[:count]:
+            segment.delete()
+        with self._lock:
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self.recovery_point = max(self.recovery_point, self.log_start_offset)
+            self.durable_offset = max(self.durable_offset, self.recovery_point)
+        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
+        self.producer_state.on_high_watermark(self.log_start_offset)
+        return count
+
     # ------------------------------------------------------------------------------------------ retention
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete old segments by log.retention.ms then log.retention.bytes; returns how many were deleted.
+        """Delete the segments wholly below the log start offset whatever the cleanup policy (as Kafka's
+        deleteOldSegments), then, when cleanup.policy holds "delete", old segments by log.retention.ms then
+        log.retention.bytes; returns how many were deleted.
 
-        Never deletes the active segment nor a segment holding offsets at or above the high watermark, and deletes
-        nothing unless cleanup.policy holds "delete".
+        Never deletes the active segment nor a segment holding offsets at or above the high watermark.
         """
-        if not self.config.deletes:
-            return 0
-        deletable: list[LogSegment] = []
         segments = self._segments
+        i = self._segments_below_start()
+        if not self.config.deletes:
+            return self._delete_oldest(i)
         candidates = segments[:-1]
         upper_bounds = [s.base_offset for s in segments[1:]]
-        i = 0
         if self.config.retention_ms >= 0:
             while (
                 i < len(candidates)
@@ -565,20 +630,7 @@ class PartitionLog:
             ):
                 excess -= candidates[i].size
                 i += 1
-        deletable = candidates[:i]
-        if not deletable:
-            return 0
-        with self._lock:
-            self._set_segments(segments[i:])
-        for segment in deletable:
-            segment.delete()
-        with self._lock:
-            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-            self.recovery_point = max(self.recovery_point, self.log_start_offset)
-            self.durable_offset = max(self.durable_offset, self.recovery_point)
-        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
-        self.producer_state.on_high_watermark(self.log_start_offset)
-        return len(deletable)
+        return self._delete_oldest(i)
 
     # ------------------------------------------------------------------------------------------ compaction
     def replace_segments(self, cleaned: CleanedGroup) -> None:

@@ -3,6 +3,8 @@
 Data-dir files: ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (Kafka's text
 format, see ``checkpoint``), and the clean-shutdown marker ``.kafka_cleanshutdown``, which ``close`` writes
 and ``load`` removes once every log is open (so a crash after ``load`` means the next start recovers).
+Checkpoints are written one at a time, whichever thread writes them, each with the offsets of that moment; a log
+start offset raised by ``advance_log_start_offsets`` is in the file before it is in the log.
 Partition directories are ``<topic>-<partition>``; other entries are ignored, except
 ``*-delete`` directories (a topic deletion interrupted by a crash), which are removed.
 """
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from oncelog.storage.checkpoint import (
@@ -21,7 +24,7 @@ from oncelog.storage.checkpoint import (
     write_offset_checkpoint,
 )
 from oncelog.storage.config import LogConfig
-from oncelog.storage.errors import StorageError
+from oncelog.storage.errors import KafkaStorageError, StorageError
 from oncelog.storage.log import PartitionLog, parse_log_dir_name
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"  # LogManager.RecoveryPointCheckpointFile
@@ -38,6 +41,8 @@ class LogManager:
         self.default_config = default_config
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self.loaded_clean = False
+        #: Held while a checkpoint is written: the periodic one runs in a worker thread.
+        self._checkpoint_lock = threading.Lock()
 
     def load(self, now_ms: int, config_for: Callable[[str], LogConfig] | None = None) -> None:
         """Open every partition directory (recovering unless the clean-shutdown marker is present), each log with
@@ -121,15 +126,39 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Atomically write the recovery-point and log-start-offset checkpoints of every log."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        write_offset_checkpoint(
-            self.data_dir / RECOVERY_POINT_CHECKPOINT,
-            {k: log.recovery_point for k, log in self._logs.items()},
-        )
-        write_offset_checkpoint(
-            self.data_dir / LOG_START_OFFSET_CHECKPOINT,
-            {k: log.log_start_offset for k, log in self._logs.items()},
-        )
+        with self._checkpoint_lock:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            write_offset_checkpoint(
+                self.data_dir / RECOVERY_POINT_CHECKPOINT,
+                {k: log.recovery_point for k, log in self._logs.items()},
+            )
+            write_offset_checkpoint(
+                self.data_dir / LOG_START_OFFSET_CHECKPOINT,
+                {k: log.log_start_offset for k, log in self._logs.items()},
+            )
+
+    def advance_log_start_offsets(self, targets: Mapping[tuple[str, int], int]) -> None:
+        """Raise the start offset of each log named in ``targets`` (each an open log) to its offset, durably: the
+        log-start-offset checkpoint holding the new offsets is written and fsynced before any log changes (see
+        ``PartitionLog.advance_log_start_offset``). A target at or below a log's start offset leaves it as it is.
+
+        Raises OffsetOutOfRangeError for a target above its log's high watermark (or negative), and
+        KafkaStorageError when the checkpoint cannot be written (a full disk); either way nothing changes.
+        """
+        with self._checkpoint_lock:
+            logs = {key: self._logs[key] for key in targets}
+            for key, offset in targets.items():
+                logs[key].check_log_start_offset(offset)
+            raised = {key: offset for key, offset in targets.items() if offset > logs[key].log_start_offset}
+            if not raised:
+                return
+            starts = {key: log.log_start_offset for key, log in self._logs.items()}
+            try:
+                write_offset_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT, starts | raised)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot write {LOG_START_OFFSET_CHECKPOINT}: {exc}") from exc
+            for key, offset in raised.items():
+                logs[key].advance_log_start_offset(offset)
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""

@@ -296,14 +296,15 @@ class LogSegment:
                 return pos, header
         return None
 
-    def find_timestamp(self, timestamp: int) -> BatchHeader | None:
-        """Header of the first batch whose max timestamp is >= ``timestamp``; None if there is none."""
+    def find_timestamp(self, timestamp: int, starting_offset: int = 0) -> BatchHeader | None:
+        """Header of the first batch holding offsets at or above ``starting_offset`` whose max timestamp is >=
+        ``timestamp`` (Kafka's LogSegment.findOffsetByTimestamp); None if there is none."""
         if self.max_timestamp < timestamp:
             return None
         floor = self.time_index.lookup(timestamp)
-        start = self.offset_index.lookup(floor) if floor is not None else 0
+        start = self.offset_index.lookup(max(floor or 0, starting_offset))
         for _pos, header in self.iter_headers(start):
-            if header.max_timestamp >= timestamp:
+            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
                 return header
         return None
 

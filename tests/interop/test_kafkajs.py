@@ -6,8 +6,8 @@ what it did with confluent-kafka where a second opinion helps: admin (create, al
 metadata, createPartitions), plain and idempotent produce under none and gzip (the codecs kafkajs ships) with every
 record field checked, key placement by its Java-compatible partitioner, a consumer group that commits and resumes,
 transactions that commit and abort as read_committed and read_uncommitted readers see them, a
-consume-transform-produce loop whose offsets travel in its transactions (``sendOffsets``), and ``alterConfigs``
-read back with ``describeConfigs``.
+consume-transform-produce loop whose offsets travel in its transactions (``sendOffsets``), ``alterConfigs``
+read back with ``describeConfigs``, and ``deleteTopicRecords`` followed by a consumer from the beginning.
 """
 
 from __future__ import annotations
@@ -163,6 +163,21 @@ def test_admin_create_partitions_grows_a_topic(bootstrap: str, make_topic: Calla
     assert result["sent"] == [{"partition": PARTITIONS - 1, "offset": 0, "errorCode": 0}]
     consumed = consume_all(bootstrap, topic, PARTITIONS, 1)
     assert [(c.partition, c.offset, c.value) for c in consumed] == [(PARTITIONS - 1, 0, b"on-the-new-partition")]
+
+
+def test_admin_delete_topic_records_moves_the_start(bootstrap: str, make_topic: Callable[..., str]) -> None:
+    topic = make_topic("kjs-delete-records", PARTITIONS)
+    delivered = produce_all(bootstrap, topic, make_records(300, seed=740))
+    ends = end_offsets(delivered)
+    wanted = {0: ends[0] // 2, 1: ends[1], 2: 0}
+    job = [{"partition": 0, "offset": wanted[0]}, {"partition": 1, "offset": -1}, {"partition": 2, "offset": 0}]
+    result = kafkajs(bootstrap, "records", topic=topic, partitions=job, beyond=ends[0] + 1)
+    assert result["offsets"] == [{"partition": p, "low": wanted[p], "high": ends[p]} for p in range(PARTITIONS)]
+    assert result["beyondError"] == "OFFSET_OUT_OF_RANGE"
+    consumed = consume_kafkajs(bootstrap, topic, f"{topic}-readers", sum(ends[p] - wanted[p] for p in wanted))
+    assert sorted((c.partition, c.offset) for c in consumed) == sorted(
+        (d.partition, d.offset) for d in delivered if d.offset >= wanted[d.partition]
+    )
 
 
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])

@@ -30,7 +30,7 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (0, 9), ApiKey.PRODUCE: (0, 9), ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7), ApiKey.INIT_PRODUCER_ID: (0, 4), ApiKey.CREATE_TOPICS: (0, 5),
         ApiKey.DELETE_TOPICS: (0, 4), ApiKey.DESCRIBE_CONFIGS: (0, 4), ApiKey.ALTER_CONFIGS: (0, 2),
-        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1), ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.FIND_COORDINATOR: (0, 4), ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
         ApiKey.END_TXN: (0, 5), ApiKey.WRITE_TXN_MARKERS: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.LIST_TRANSACTIONS: (0, 1),

@@ -1,4 +1,5 @@
-"""Sample bodies generated from a message schema, and the expected decode of a body at a version."""
+"""Sample bodies generated from a message schema, the expected decode of a body at a version, and helpers for
+golden-bytes tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import itertools
 import uuid
 from typing import Any
 
+from oncelog.protocol import decode_request, decode_request_header
 from oncelog.protocol.schema import Field, Message, Versions
 
 _counter = itertools.count(1)
@@ -91,3 +93,13 @@ def plain(value: Any) -> Any:
 def versions_of(message: Message) -> list[int]:
     """Every declared version of ``message``."""
     return [v for v in range(0, 40) if message.has_version(v)]
+
+
+def from_hex(text: str) -> bytes:
+    """Bytes from hex digits written in groups (white space is ignored)."""
+    return bytes.fromhex("".join(text.split()))
+
+
+def decode_frame(frame: bytes) -> Any:
+    """The body of a whole request frame (header included), decoded."""
+    return decode_request(decode_request_header(frame), frame)

@@ -17,6 +17,10 @@
  *            (each entry's value and source); then alterConfigs to `invalid`, whose error type is returned.
  * - partitions {topic, count}: createPartitions to `count`, the same again (no increase), then metadata and one
  *            record sent to the last partition.
+ * - records  {topic, partitions: [{partition, offset}], beyond}: fetchTopicOffsets (which loads the topic's
+ *            metadata, as deleteTopicRecords needs), deleteTopicRecords below each offset (-1: the high watermark),
+ *            fetchTopicOffsets again (each partition's low and high); then deleteTopicRecords of partition 0 below
+ *            `beyond`, whose partition error types are returned.
  */
 const { Kafka, logLevel, CompressionTypes, Partitioners, ConfigResourceTypes } = require('kafkajs')
 
@@ -282,7 +286,33 @@ async function configs({ brokers, topic, configs, invalid }) {
   }
 }
 
-const COMMANDS = { admin, partitions, produce, consume, txn, copy, configs }
+async function records({ brokers, topic, partitions, beyond }) {
+  const kafkaAdmin = client(brokers).admin()
+  const asStrings = entries => entries.map(({ partition, offset }) => ({ partition, offset: String(offset) }))
+  await kafkaAdmin.connect()
+  try {
+    await kafkaAdmin.fetchTopicOffsets(topic)
+    await kafkaAdmin.deleteTopicRecords({ topic, partitions: asStrings(partitions) })
+    const offsets = await kafkaAdmin.fetchTopicOffsets(topic)
+    let beyondError = null
+    try {
+      await kafkaAdmin.deleteTopicRecords({ topic, partitions: asStrings([{ partition: 0, offset: beyond }]) })
+    } catch (error) {
+      const cause = error.cause || error // the retrier wraps the KafkaJSDeleteTopicRecordsError
+      beyondError = (cause.partitions || [{ error: cause }]).map(p => p.error.type || p.error.name).join(',')
+    }
+    return {
+      offsets: offsets
+        .map(o => ({ partition: o.partition, low: Number(o.low), high: Number(o.high) }))
+        .sort((a, b) => a.partition - b.partition),
+      beyondError,
+    }
+  } finally {
+    await kafkaAdmin.disconnect()
+  }
+}
+
+const COMMANDS = { admin, partitions, produce, consume, txn, copy, configs, records }
 
 async function main() {
   const command = COMMANDS[process.argv[2]]
