@@ -11,6 +11,9 @@ Guarantees:
   UNSTABLE_OFFSET_COMMIT under require_stable -- until the COMMIT marker reaches that partition (ABORT drops them).
 - For one partition of one group, the offset whose record is later in the log wins, whatever the order in which
   commits and markers complete.
+- Expiration (every ``offsets.retention.check.interval.ms``) follows Kafka's removeExpiredOffsets
+  (``Group.expired_offsets``): Empty groups lose offsets older than ``offsets.retention.minutes``, Stable
+  ``consumer`` groups those of topics no member subscribes to.
 - ``load`` rebuilds groups, offsets and pending transactional offsets from the log (before serving).
 """
 
@@ -316,17 +319,10 @@ class OffsetsMixin:
             else:
                 return ErrorCode.NON_EMPTY_GROUP, {}
             eligible = [tp for tp in partitions if tp not in refused]
-            held = [tp for tp in eligible if tp in group.offsets or group.has_pending_txn_offset(*tp)]
-            # Kafka's hasOffsets after the removal: committed offsets left, or a transaction with offsets still open.
-            left = set(group.offsets).difference(held)
-            gone = bool(eligible) and group.is_(GroupState.EMPTY) and not left and not group.pending_txn_offsets
-            error = await self._write_tombstones(group, held, group_tombstone=gone)
+            error, held, gone = await self._remove_offsets(group, eligible, remove_empty_group=bool(eligible))
             if error != ErrorCode.NONE:
                 return error, {}
             log.info("offsets_deleted", group_id=group_id, partitions=len(held), group_removed=gone)
-            if gone:
-                group.transition(GroupState.DEAD, now_ms())
-                del self._groups[group_id]
             return ErrorCode.NONE, {
                 tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp in refused else ErrorCode.NONE for tp in partitions
             }
@@ -338,32 +334,33 @@ class OffsetsMixin:
             await self.expire_offsets(now_ms())
 
     async def expire_offsets(self, now: int) -> None:
-        """Kafka's cleanupGroupMetadata: an Empty group's offsets older than offsets.retention.minutes go (from
-        when the group became empty, or from the commit for groups never managed here) unless a transaction
-        holds a pending offset for the partition (Kafka 4's rule: a tombstone would drop that one too); an Empty
-        group left with no offsets is removed."""
+        """Kafka's cleanupGroupMetadata: every group loses the offsets ``Group.expired_offsets`` names (tombstones),
+        and an Empty group left with no offsets and no open transaction is removed. A failed append leaves that
+        group as it was, for the next pass."""
         retention_ms = self._broker.config.get_int("offsets.retention.minutes") * 60_000
         for group_id, group in list(self._groups.items()):
-            if not group.is_(GroupState.EMPTY):
-                continue
             async with self._locks[group_id]:
-                if self._groups.get(group_id) is not group or not group.is_(GroupState.EMPTY):
+                if self._groups.get(group_id) is not group:
                     continue
-                base = group.state_timestamp_ms if group.protocol_type else -1
-                expired = [
-                    tp
-                    for tp, c in group.offsets.items()
-                    if max(c.value.commit_timestamp_ms, base) + retention_ms <= now
-                    and not group.has_pending_txn_offset(*tp)
-                ]
-                gone = len(expired) == len(group.offsets) and not group.pending_txn_offsets
-                if not expired and not gone:
-                    continue
-                error = await self._write_tombstones(group, expired, group_tombstone=gone)
+                expired = group.expired_offsets(now, retention_ms)
+                error, _, gone = await self._remove_offsets(group, expired, remove_empty_group=True)
                 if error != ErrorCode.NONE:
                     log.warning("offset_expiration_failed", group_id=group_id, error=error.name)
-                    continue
-                log.info("offsets_expired", group_id=group_id, partitions=len(expired), group_removed=gone)
-                if gone:
-                    group.transition(GroupState.DEAD, now)
-                    del self._groups[group_id]
+                elif expired or gone:
+                    log.info("offsets_expired", group_id=group_id, partitions=len(expired), group_removed=gone)
+
+    async def _remove_offsets(
+        self, group: Group, partitions: list[TopicPartition], *, remove_empty_group: bool
+    ) -> tuple[ErrorCode, list[TopicPartition], bool]:
+        """Tombstone those of ``partitions`` holding a committed or pending transactional offset (Kafka 4's rule)
+        and, when ``remove_empty_group``, remove an Empty group left with no offsets and no open transaction (Kafka
+        3's hasOffsets) with a group tombstone in the same batch. The caller holds the group's lock. Returns (error,
+        the partitions tombstoned, whether the group was removed); on error nothing changed in memory."""
+        held = [tp for tp in partitions if tp in group.offsets or group.has_pending_txn_offset(*tp)]
+        left = set(group.offsets).difference(held)
+        gone = remove_empty_group and group.is_(GroupState.EMPTY) and not left and not group.pending_txn_offsets
+        error = await self._write_tombstones(group, held, group_tombstone=gone)
+        if error == ErrorCode.NONE and gone:
+            group.transition(GroupState.DEAD, now_ms())
+            del self._groups[group.group_id]
+        return error, held, gone
