@@ -268,6 +268,10 @@ class Group:
     def has_pending_txn_offset(self, topic: str, partition: int) -> bool:
         return any((topic, partition) in offsets for offsets in self.pending_txn_offsets.values())
 
+    def partitions_with_offsets(self) -> set[tuple[str, int]]:
+        """The partitions holding a committed or a pending transactional offset."""
+        return set(self.offsets).union(*self.pending_txn_offsets.values())
+
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """The partitions whose committed offset has expired at ``now_ms`` (nothing is removed): Kafka's
         GroupMetadata.removeExpiredOffsets, with Kafka 4's rule for pending transactional offsets
