@@ -147,5 +147,6 @@ class MetadataStore:
         return topic
 
     def remove(self, name: str) -> None:
+        """Remove topic ``name``. Persisted before memory changes: if writing fails (OSError), nothing has changed."""
+        self._save({t: info for t, info in self.topics.items() if t != name})
         del self.topics[name]
-        self._save()

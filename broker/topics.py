@@ -1,5 +1,5 @@
 """Creating, growing, reconfiguring and deleting topics: Kafka's validation rules; metadata persisted first, then the
-partition logs."""
+partition logs. A deletion removes the groups' committed offsets of the topic before the topic itself."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
+import trio
 from oncelog.broker.config import validate_topic_configs
+from oncelog.broker.faults import fault_point
 from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
 from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, new_overrides
 from oncelog.protocol import ErrorCode
@@ -38,6 +40,10 @@ class TopicManager:
 
     def __init__(self, broker: BrokerNode) -> None:
         self._broker = broker
+        #: Topics whose deletion is under way: they still exist, but offsets of them are no longer committed.
+        self.deleting: set[str] = set()
+        #: Deletions run one at a time, as Kafka's controller applies them.
+        self._deletion_lock = trio.Lock()
 
     def ensure_logs(self, topic: TopicInfo) -> None:
         """Open or create every partition log of ``topic``."""
@@ -227,16 +233,43 @@ class TopicManager:
         log.info("topic_configs_altered", topic=name, configs=configs)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
 
-    def delete(self, name: str) -> TopicOutcome:
-        """Delete a topic and its logs."""
-        if not self._broker.config.get_bool("delete.topic.enable"):
-            return TopicOutcome(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+    async def delete(self, name: str) -> TopicOutcome:
+        """Delete a topic: first every group's committed and pending transactional offsets of it (tombstones in
+        ``__consumer_offsets``, durable; OffsetCommit / TxnOffsetCommit of the topic are refused from the start),
+        then the topic (metadata persisted) and its logs. So a crash at any point cannot leave offsets of a deleted
+        topic for a topic re-created under its name: either the topic still exists (with fewer offsets, and the
+        deletion can be retried) or both are gone. If the offsets cannot be removed, the topic stays."""
+        async with self._deletion_lock:
+            if not self._broker.config.get_bool("delete.topic.enable"):
+                return TopicOutcome(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            topic = self._broker.metadata.get(name)
+            if topic is None:
+                return TopicOutcome(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+                )
+            if topic.is_internal:
+                return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Deletion of internal topic {name} is prohibited.")
+            self.deleting.add(name)
+            try:
+                error = await self._broker.groups.delete_partition_offsets(lambda t, _: t == name)
+                if error != ErrorCode.NONE:
+                    return TopicOutcome(
+                        ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot delete the committed offsets of {name}: {error.name}"
+                    )
+                fault_point("topic.after_offsets_deleted")
+                return self._remove(name)
+            finally:
+                self.deleting.discard(name)
+
+    def _remove(self, name: str) -> TopicOutcome:
+        """Remove topic ``name`` (persisted) and delete its logs."""
         topic = self._broker.metadata.get(name)
-        if topic is None:
-            return TopicOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        if topic.is_internal:
-            return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Deletion of internal topic {name} is prohibited.")
-        self._broker.metadata.remove(name)
+        assert topic is not None  # deletions are serialized and nothing else removes topics
+        try:
+            self._broker.metadata.remove(name)
+        except OSError as exc:
+            log.error("topic_not_removed", topic=name, error=str(exc))
+            return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot remove topic {name}: {exc}")
         for partition in range(topic.partitions):
             partition_log = self._broker.logs.get(name, partition)
             if partition_log is not None:

@@ -27,6 +27,7 @@ Points (where they are reached):
   the old segments' files (reached in the ``storage.cleaner_process`` child only).
 - ``group.after_offset_append``: a group's offset commit (plain or transactional) is appended to
   ``__consumer_offsets``, not yet fsynced or answered.
+- ``topic.after_offsets_deleted``: a topic deletion's offset tombstones are durable, the topic is not removed yet.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ KNOWN_POINTS = frozenset(
         "storage.snapshot",
         "cleaner.after_swap_rename",
         "group.after_offset_append",
+        "topic.after_offsets_deleted",
     }
 )
 ACTIONS = frozenset({"crash", "delay", "eio", "eio-always"})

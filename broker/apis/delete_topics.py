@@ -1,4 +1,4 @@
-"""DeleteTopics (20)."""
+"""DeleteTopics (20): each topic is answered once its groups' offsets and then the topic itself are gone."""
 
 from __future__ import annotations
 
@@ -13,6 +13,6 @@ if TYPE_CHECKING:
 async def handle(broker: BrokerNode, request: Request) -> dict:
     responses = []
     for name in request.body.topic_names:
-        outcome = broker.topics.delete(name)
+        outcome = await broker.topics.delete(name)
         responses.append({"name": name, "error_code": outcome.error, "error_message": outcome.message})
     return {"throttle_time_ms": 0, "responses": responses}

@@ -91,11 +91,13 @@ class GroupCoordinator(OffsetsMixin):
     # Lifecycle -------------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the group timers and offset expiration until cancelled. Loaded members' sessions start now."""
+        """Run the group timers and offset expiration until cancelled. Loaded members' sessions start now; offsets
+        of partitions that do not exist are removed before this reports started (``remove_orphaned_offsets``)."""
         now = trio.current_time()
         for group in self._groups.values():
             for member in group.members.values():
                 member.last_heartbeat_s = now
+        await self.remove_orphaned_offsets()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._run_timers)
             nursery.start_soon(self._run_offset_expiration)

@@ -268,6 +268,51 @@ class Group:
     def has_pending_txn_offset(self, topic: str, partition: int) -> bool:
         return any((topic, partition) in offsets for offsets in self.pending_txn_offsets.values())
 
+    def partitions_with_offsets(self) -> set[tuple[str, int]]:
+        """The partitions holding a committed or a pending transactional offset."""
+        return set(self.offsets).union(*self.pending_txn_offsets.values())
+
+    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+        """The partitions whose committed offset has expired at ``now_ms`` (nothing is removed): Kafka's
+        GroupMetadata.removeExpiredOffsets, with Kafka 4's rule for pending transactional offsets
+        (OffsetMetadataManager.cleanupExpiredOffsets, ClassicGroup.offsetExpirationCondition).
+
+        Retention (``offsets.retention.minutes``) counts, for a group without protocol type (it only stores
+        offsets), from each offset's commit; for an Empty group, from when it became Empty (from the commit when
+        that time is unknown: -1, an old metadata record); for a Stable ``consumer`` group whose subscriptions are
+        known, from the commit, and only offsets of topics no member subscribes to expire. Nothing expires in any
+        other group (rebalancing; Stable with another protocol type or with subscriptions that do not decode). An
+        offset committed with an explicit retention (OffsetCommit v2-v4 ``retention_time_ms``) expires at its
+        expire timestamp instead. A partition with a pending transactional offset does not expire: its tombstone
+        would drop that offset too."""
+        subscribed: frozenset[str] = frozenset()
+        since_state = False
+        if self.protocol_type is None:
+            pass
+        elif self.is_(GroupState.EMPTY):
+            since_state = self.state_timestamp_ms >= 0
+        elif (
+            self.is_(GroupState.STABLE)
+            and self.protocol_type == CONSUMER_PROTOCOL_TYPE
+            and self.subscribed_topics is not None
+        ):
+            subscribed = self.subscribed_topics
+        else:
+            return []
+        expired = []
+        for tp, committed in self.offsets.items():
+            if tp[0] in subscribed or self.has_pending_txn_offset(*tp):
+                continue
+            value = committed.value
+            if value.expire_timestamp_ms >= 0:
+                is_expired = now_ms >= value.expire_timestamp_ms
+            else:
+                base = self.state_timestamp_ms if since_state else value.commit_timestamp_ms
+                is_expired = now_ms - base >= retention_ms
+            if is_expired:
+                expired.append(tp)
+        return expired
+
     def remove_offsets(self, partitions: list[tuple[str, int]]) -> None:
         """What a tombstone does (Kafka's removeOffsets and its tombstone replay): the committed offset and every
         pending transactional offset of each partition go."""

@@ -1,5 +1,5 @@
 """Committed offsets of the group coordinator: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete, expiration,
-loading.
+the offsets of deleted topics, loading.
 
 Guarantees:
 - An OffsetCommit is answered only after its records are fsynced in ``__consumer_offsets``; the cache changes then.
@@ -11,6 +11,12 @@ Guarantees:
   UNSTABLE_OFFSET_COMMIT under require_stable -- until the COMMIT marker reaches that partition (ABORT drops them).
 - For one partition of one group, the offset whose record is later in the log wins, whatever the order in which
   commits and markers complete.
+- A topic's deletion first removes every group's committed and pending transactional offsets of it (durable
+  tombstones; ``delete_partition_offsets``), then the topic goes; at start, before serving, offsets of partitions
+  that do not exist are removed the same way. So a topic created again under a deleted one's name has no offsets.
+- Expiration (every ``offsets.retention.check.interval.ms``) follows Kafka's removeExpiredOffsets
+  (``Group.expired_offsets``): Empty groups lose offsets older than ``offsets.retention.minutes``, Stable
+  ``consumer`` groups those of topics no member subscribes to.
 - ``load`` rebuilds groups, offsets and pending transactional offsets from the log (before serving).
 """
 
@@ -30,6 +36,7 @@ from oncelog.protocol.internal.group_log import OffsetValue, encode_group_key, e
 
 if TYPE_CHECKING:
     from collections import defaultdict
+    from collections.abc import Callable
 
     from oncelog.broker.group.offsets_log import GroupLog
     from oncelog.broker.node import BrokerNode
@@ -93,6 +100,16 @@ class OffsetsMixin:
             self._groups[group_id] = group
         log.info("groups_loaded", groups=len(self._groups), pending_transactional=len(self._pending_txn))
 
+    async def remove_orphaned_offsets(self) -> None:
+        """Once loaded, before serving: tombstone the offsets of partitions that do not exist, as a deletion of
+        their topic would have (``delete_partition_offsets``). A deletion removes them before its topic, so these
+        come from a broker version that kept them; without this, a topic created again under the same name would
+        see them. A failed append is logged and the remaining groups keep such offsets until the next start."""
+        metadata = self._broker.metadata
+        error = await self.delete_partition_offsets(lambda topic, index: not metadata.has_partition(topic, index))
+        if error != ErrorCode.NONE:
+            log.error("orphaned_offsets_not_removed", error=error.name)
+
     # Markers ---------------------------------------------------------------------------------------------------
 
     def _on_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
@@ -111,7 +128,7 @@ class OffsetsMixin:
         max_metadata = self._broker.config.get_int("offset.metadata.max.bytes")
         errors: dict[TopicPartition, ErrorCode] = {}
         for (topic, partition), value in offsets.items():
-            if not self._broker.metadata.has_partition(topic, partition):
+            if topic in self._broker.topics.deleting or not self._broker.metadata.has_partition(topic, partition):
                 errors[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(value.metadata.encode()) > max_metadata:
                 errors[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -316,17 +333,10 @@ class OffsetsMixin:
             else:
                 return ErrorCode.NON_EMPTY_GROUP, {}
             eligible = [tp for tp in partitions if tp not in refused]
-            held = [tp for tp in eligible if tp in group.offsets or group.has_pending_txn_offset(*tp)]
-            # Kafka's hasOffsets after the removal: committed offsets left, or a transaction with offsets still open.
-            left = set(group.offsets).difference(held)
-            gone = bool(eligible) and group.is_(GroupState.EMPTY) and not left and not group.pending_txn_offsets
-            error = await self._write_tombstones(group, held, group_tombstone=gone)
+            error, held, gone = await self._remove_offsets(group, eligible, remove_empty_group=bool(eligible))
             if error != ErrorCode.NONE:
                 return error, {}
             log.info("offsets_deleted", group_id=group_id, partitions=len(held), group_removed=gone)
-            if gone:
-                group.transition(GroupState.DEAD, now_ms())
-                del self._groups[group_id]
             return ErrorCode.NONE, {
                 tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp in refused else ErrorCode.NONE for tp in partitions
             }
@@ -338,32 +348,54 @@ class OffsetsMixin:
             await self.expire_offsets(now_ms())
 
     async def expire_offsets(self, now: int) -> None:
-        """Kafka's cleanupGroupMetadata: an Empty group's offsets older than offsets.retention.minutes go (from
-        when the group became empty, or from the commit for groups never managed here) unless a transaction
-        holds a pending offset for the partition (Kafka 4's rule: a tombstone would drop that one too); an Empty
-        group left with no offsets is removed."""
+        """Kafka's cleanupGroupMetadata: every group loses the offsets ``Group.expired_offsets`` names (tombstones),
+        and an Empty group left with no offsets and no open transaction is removed. A failed append leaves that
+        group as it was, for the next pass."""
         retention_ms = self._broker.config.get_int("offsets.retention.minutes") * 60_000
         for group_id, group in list(self._groups.items()):
-            if not group.is_(GroupState.EMPTY):
-                continue
             async with self._locks[group_id]:
-                if self._groups.get(group_id) is not group or not group.is_(GroupState.EMPTY):
+                if self._groups.get(group_id) is not group:
                     continue
-                base = group.state_timestamp_ms if group.protocol_type else -1
-                expired = [
-                    tp
-                    for tp, c in group.offsets.items()
-                    if max(c.value.commit_timestamp_ms, base) + retention_ms <= now
-                    and not group.has_pending_txn_offset(*tp)
-                ]
-                gone = len(expired) == len(group.offsets) and not group.pending_txn_offsets
-                if not expired and not gone:
-                    continue
-                error = await self._write_tombstones(group, expired, group_tombstone=gone)
+                expired = group.expired_offsets(now, retention_ms)
+                error, _, gone = await self._remove_offsets(group, expired, remove_empty_group=True)
                 if error != ErrorCode.NONE:
                     log.warning("offset_expiration_failed", group_id=group_id, error=error.name)
+                elif expired or gone:
+                    log.info("offsets_expired", group_id=group_id, partitions=len(expired), group_removed=gone)
+
+    async def delete_partition_offsets(self, deleted: Callable[[str, int], bool]) -> ErrorCode:
+        """Kafka's onPartitionsDeleted: every group loses its committed and pending transactional offsets of the
+        partitions ``deleted`` selects (a tombstone each, durable), and an Empty group left with no offsets and no
+        open transaction is removed with them (group tombstone), as Kafka 3's cleanupGroupMetadata removes it.
+        Offsets being committed when this starts are waited for (the group's lock) and removed too; the caller
+        refuses new ones. Returns the first append error: the groups handled before it lost their offsets, the
+        others kept theirs."""
+        for group_id, group in list(self._groups.items()):
+            async with self._locks[group_id]:
+                if self._groups.get(group_id) is not group:
                     continue
-                log.info("offsets_expired", group_id=group_id, partitions=len(expired), group_removed=gone)
-                if gone:
-                    group.transition(GroupState.DEAD, now)
-                    del self._groups[group_id]
+                held = [tp for tp in group.partitions_with_offsets() if deleted(*tp)]
+                if not held:
+                    continue
+                error, _, gone = await self._remove_offsets(group, held, remove_empty_group=True)
+                if error != ErrorCode.NONE:
+                    log.error("deleted_offsets_not_removed", group_id=group_id, error=error.name)
+                    return error
+                log.info("deleted_offsets_removed", group_id=group_id, partitions=len(held), group_removed=gone)
+        return ErrorCode.NONE
+
+    async def _remove_offsets(
+        self, group: Group, partitions: list[TopicPartition], *, remove_empty_group: bool
+    ) -> tuple[ErrorCode, list[TopicPartition], bool]:
+        """Tombstone those of ``partitions`` holding a committed or pending transactional offset (Kafka 4's rule)
+        and, when ``remove_empty_group``, remove an Empty group left with no offsets and no open transaction (Kafka
+        3's hasOffsets) with a group tombstone in the same batch. The caller holds the group's lock. Returns (error,
+        the partitions tombstoned, whether the group was removed); on error nothing changed in memory."""
+        held = [tp for tp in partitions if tp in group.offsets or group.has_pending_txn_offset(*tp)]
+        left = set(group.offsets).difference(held)
+        gone = remove_empty_group and group.is_(GroupState.EMPTY) and not left and not group.pending_txn_offsets
+        error = await self._write_tombstones(group, held, group_tombstone=gone)
+        if error == ErrorCode.NONE and gone:
+            group.transition(GroupState.DEAD, now_ms())
+            del self._groups[group.group_id]
+        return error, held, gone

@@ -151,3 +151,48 @@ def test_crash_after_offset_append_then_restart_serves_consistent_offsets(tmp_pa
         consumer.close()
     finally:
         broker.close()
+
+
+def test_crash_between_offset_tombstones_and_topic_removal_resurrects_nothing(tmp_path: Path) -> None:
+    """The broker dies once a topic deletion's offset tombstones are durable, before the topic is removed: after the
+    restart the topic is still there without those offsets, the deletion can be retried, and a topic created again
+    under the name has no offsets either."""
+    import socket
+    import struct
+
+    from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from oncelog.protocol import ApiKey, encode_request
+
+    def committed(bootstrap: str) -> int:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
+        try:
+            [partition] = consumer.committed([TopicPartition("doomed", 0)], timeout=15)
+            return partition.offset
+        finally:
+            consumer.close()
+
+    broker = BrokerProcess(tmp_path / "data", env={"ONCELOG_FAULTS": "topic.after_offsets_deleted"})
+    try:
+        broker.start()
+        create_topic_confluent(broker.bootstrap, "doomed", 1)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition("doomed", 0, 5)], asynchronous=False)
+        consumer.close()
+        assert committed(broker.bootstrap) == 5
+        frame = encode_request(ApiKey.DELETE_TOPICS, 4, 1, "fault-test", {"topic_names": ["doomed"], "timeout_ms": 1})
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            assert sock.recv(4) == b""  # the broker died before answering
+        assert broker.wait_exit(10) == -9
+
+        broker.env = {}
+        broker.start()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert "doomed" in admin.list_topics(timeout=15).topics
+        assert committed(broker.bootstrap) == OFFSET_INVALID
+        admin.delete_topics(["doomed"], operation_timeout=10)["doomed"].result(15)
+        create_topic_confluent(broker.bootstrap, "doomed", 1)
+        assert committed(broker.bootstrap) == OFFSET_INVALID
+    finally:
+        broker.close()
