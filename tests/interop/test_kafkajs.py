@@ -165,6 +165,16 @@ def test_admin_create_partitions_grows_a_topic(bootstrap: str, make_topic: Calla
     assert [(c.partition, c.offset, c.value) for c in consumed] == [(PARTITIONS - 1, 0, b"on-the-new-partition")]
 
 
+def test_admin_acl_calls_see_security_disabled(bootstrap: str) -> None:
+    """describeAcls, createAcls and deleteAcls fail as against Kafka without an authorizer."""
+    result = kafkajs(bootstrap, "acls", topic="kjs-acl")
+    assert result == {
+        "described": {"error": "SECURITY_DISABLED"},
+        "created": {"error": "SECURITY_DISABLED"},
+        "deleted": {"error": "SECURITY_DISABLED"},
+    }
+
+
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
 @pytest.mark.parametrize("compression", ["None", "GZIP"])
 def test_produce_every_field_read_back_by_both_clients(
