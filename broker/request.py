@@ -34,6 +34,12 @@ class Deferred:
     ready: Callable[[], bool]
 
 
+class MalformedRequest(Exception):
+    """Raised by a handler for a request Kafka refuses while parsing it (its request class's constructor throws, e.g.
+    an ACL filter holding an UNKNOWN code): the connection is closed without an answer, as Kafka's SocketServer
+    closes it."""
+
+
 #: A handler answers with a response body, a Deferred one, or None for no response at all (Produce acks=0).
 Response = dict | Deferred | None
 

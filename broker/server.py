@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 from oncelog.broker.apis import HANDLERS
-from oncelog.broker.request import Deferred, Request
+from oncelog.broker.request import Deferred, MalformedRequest, Request
 from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import (
     ApiKey,
@@ -206,6 +206,9 @@ class Connection:
         request = Request(header, body, self._client_host)
         try:
             result = await handler(self._broker, request)
+        except MalformedRequest as exc:
+            log.info("bad_request", client=self._client_host, api_key=header.api_key, error=str(exc))
+            raise ConnectionClosed(f"malformed request: {exc}") from None
         except Exception:
             log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
             raise ConnectionClosed("internal error while handling a request") from None

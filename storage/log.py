@@ -249,6 +249,11 @@ class PartitionLog:
         """Current segments in offset order (a snapshot; do not mutate)."""
         return self._segments
 
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes in the segments' ``.log`` files, indexes not counted (Kafka's UnifiedLog.size)."""
+        return sum(segment.size for segment in self._segments)
+
     def _validate(
         self, buf: bytes | bytearray | memoryview, origin: AppendOrigin
     ) -> list[tuple[int, BatchHeader]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from oncelog.broker.apis import (
+    acls,
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
@@ -12,11 +13,14 @@ from oncelog.broker.apis import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_producers,
     describe_transactions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -32,6 +36,7 @@ from oncelog.broker.apis import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    partition_reassignments,
     produce,
     sync_group,
     txn_offset_commit,
@@ -74,6 +79,14 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
     ApiKey.CREATE_PARTITIONS: create_partitions.handle,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe,
+    ApiKey.CREATE_ACLS: acls.handle_create,
+    ApiKey.DELETE_ACLS: acls.handle_delete,
+    ApiKey.ELECT_LEADERS: elect_leaders.handle,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_reassignments.handle_alter,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_reassignments.handle_list,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
 }
 
 # Advertise only what is implemented: every advertised key has a handler and vice versa.

@@ -180,6 +180,16 @@ def test_admin_delete_topic_records_moves_the_start(bootstrap: str, make_topic: 
     )
 
 
+def test_admin_acl_calls_see_security_disabled(bootstrap: str) -> None:
+    """describeAcls, createAcls and deleteAcls fail as against Kafka without an authorizer."""
+    result = kafkajs(bootstrap, "acls", topic="kjs-acl")
+    assert result == {
+        "described": {"error": "SECURITY_DISABLED"},
+        "created": {"error": "SECURITY_DISABLED"},
+        "deleted": {"error": "SECURITY_DISABLED"},
+    }
+
+
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
 @pytest.mark.parametrize("compression", ["None", "GZIP"])
 def test_produce_every_field_read_back_by_both_clients(

@@ -39,6 +39,9 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 2), ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4), ApiKey.DESCRIBE_ACLS: (1, 3), ApiKey.CREATE_ACLS: (1, 3),
+        ApiKey.DELETE_ACLS: (1, 3), ApiKey.ELECT_LEADERS: (0, 2), ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0), ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     }
 
 

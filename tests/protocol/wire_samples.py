@@ -26,6 +26,8 @@ def _primitive(t: str, nullable: bool, variant: int) -> Any:
         return n * 100_003 * (-1 if n % 3 == 0 else 1)
     if t == "int64":
         return n * 10_000_000_019
+    if t == "float64":
+        return n * -0.25  # exact in binary, so it round-trips unchanged
     if t == "bool":
         return n % 2 == 0
     if t == "string":

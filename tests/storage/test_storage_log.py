@@ -124,6 +124,23 @@ def test_roll_by_size(tmp_path: Path) -> None:
     assert snaps == [f"{s.base_offset:020d}.snapshot" for s in log.segments[1:]]
 
 
+def _log_file_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.glob("*.log"))
+
+
+def test_size_in_bytes_is_the_log_files_bytes(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    assert log.size_in_bytes == 0
+    fill(log, 30)
+    assert len(log.segments) > 1
+    assert log.size_in_bytes == _log_file_bytes(tmp_path / "t-0") > 0  # indexes and snapshots not counted
+    log.truncate_to(10)
+    assert log.size_in_bytes == _log_file_bytes(tmp_path / "t-0")
+    log.close()
+    assert PartitionLog.open(tmp_path / "t-0", SMALL, clean_shutdown=True).size_in_bytes == _log_file_bytes(
+        tmp_path / "t-0")
+
+
 def test_roll_by_time(tmp_path: Path) -> None:
     log = open_log(tmp_path, LogConfig(segment_ms=1000))
     log.append(make_batch(1, timestamp=5000), now_ms=5000)

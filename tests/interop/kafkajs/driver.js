@@ -21,8 +21,20 @@
  *            metadata, as deleteTopicRecords needs), deleteTopicRecords below each offset (-1: the high watermark),
  *            fetchTopicOffsets again (each partition's low and high); then deleteTopicRecords of partition 0 below
  *            `beyond`, whose partition error types are returned.
+ * - acls     {topic}: describeAcls, createAcls (a READ ACL on the topic) and deleteAcls; each one's error type, or
+ *            its result when it succeeds.
  */
-const { Kafka, logLevel, CompressionTypes, Partitioners, ConfigResourceTypes } = require('kafkajs')
+const {
+  Kafka,
+  logLevel,
+  CompressionTypes,
+  Partitioners,
+  ConfigResourceTypes,
+  AclResourceTypes,
+  AclOperationTypes,
+  AclPermissionTypes,
+  ResourcePatternTypes,
+} = require('kafkajs')
 
 const fromB64 = value => (value === null ? null : Buffer.from(value, 'base64'))
 const toB64 = value => (value === null || value === undefined ? null : Buffer.from(value).toString('base64'))
@@ -312,7 +324,45 @@ async function records({ brokers, topic, partitions, beyond }) {
   }
 }
 
-const COMMANDS = { admin, partitions, produce, consume, txn, copy, configs, records }
+/** ``call``'s result as {result} or, when it throws, {error: the kafkajs error type}. */
+async function outcome(call) {
+  try {
+    return { result: await call() }
+  } catch (error) {
+    return { error: error.type || error.name }
+  }
+}
+
+async function acls({ brokers, topic }) {
+  const kafkaAdmin = client(brokers).admin()
+  await kafkaAdmin.connect()
+  const any = {
+    resourceType: AclResourceTypes.ANY,
+    resourcePatternType: ResourcePatternTypes.ANY,
+    operation: AclOperationTypes.ANY,
+    permissionType: AclPermissionTypes.ANY,
+  }
+  const readAcl = {
+    resourceType: AclResourceTypes.TOPIC,
+    resourceName: topic,
+    resourcePatternType: ResourcePatternTypes.LITERAL,
+    principal: 'User:alice',
+    host: '*',
+    operation: AclOperationTypes.READ,
+    permissionType: AclPermissionTypes.ALLOW,
+  }
+  try {
+    return {
+      described: await outcome(() => kafkaAdmin.describeAcls(any)),
+      created: await outcome(() => kafkaAdmin.createAcls({ acl: [readAcl] })),
+      deleted: await outcome(() => kafkaAdmin.deleteAcls({ filters: [any] })),
+    }
+  } finally {
+    await kafkaAdmin.disconnect()
+  }
+}
+
+const COMMANDS = { admin, partitions, produce, consume, txn, copy, configs, records, acls }
 
 async function main() {
   const command = COMMANDS[process.argv[2]]
