@@ -8,21 +8,14 @@ import pytest
 from oncelog.protocol import (
     DECLARED_VERSIONS,
     ApiKey,
-    decode_request,
     decode_request_header,
     decode_response,
     encode_request,
     encode_response,
 )
+from wire_samples import decode_frame as _request
+from wire_samples import from_hex as h
 from wire_samples import plain
-
-
-def h(s: str) -> bytes:
-    return bytes.fromhex("".join(s.split()))
-
-
-def _request(frame: bytes):
-    return decode_request(decode_request_header(frame), frame)
 
 
 def _response_bytes(key: ApiKey, version: int, body: dict) -> bytes:

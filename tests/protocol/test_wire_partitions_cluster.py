@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from oncelog.protocol import ApiKey, decode_request, decode_request_header, decode_response, encode_request
+from oncelog.protocol import ApiKey, decode_response, encode_request
+from wire_samples import decode_frame as _request
+from wire_samples import from_hex as h
 from wire_samples import plain
-
-
-def h(s: str) -> bytes:
-    return bytes.fromhex("".join(s.split()))
-
 
 # CreatePartitions v1 (classic), header v1 with client_id "c": topics [{"t", count 3, assignments [[1]]}],
 # timeout 30000, validate_only true.
@@ -28,10 +25,6 @@ DESCRIBE_CLUSTER_V1_REQ = h("003c 0001 00000001 0001 63 00  00 02 00")
 # controller 1, brokers compact [{1, "h", 9092, rack null, tags}], authorized operations INT32_MIN, tags.
 DESCRIBE_CLUSTER_V1_RESP = h("00000007 00  00000000 0000 00 01 03 6162 00000001"
                              "  02 00000001 02 68 00002384 00 00  80000000 00")
-
-
-def _request(frame: bytes):
-    return decode_request(decode_request_header(frame), frame)
 
 
 def test_create_partitions_requests() -> None:
