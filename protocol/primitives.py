@@ -231,25 +231,29 @@ def write_string(stream: io.BytesIO, value: str | None, compact: bool, nullable:
     stream.write(data)
 
 
-def read_bytes(stream: io.BytesIO, compact: bool, nullable: bool) -> bytes | None:
-    """Raw bytes; null only where ``nullable``."""
+def _bytes_length(stream: io.BytesIO, compact: bool, nullable: bool) -> int | None:
+    """A bytes/records length; None for null, which only a ``nullable`` field may hold."""
     n = read_length(stream, compact, True)
     if n < 0:
         if nullable and n == -1:
             return None
         raise DecodeError(f"invalid bytes length {n}")
-    return take(stream, n)
+    return n
+
+
+def read_bytes(stream: io.BytesIO, compact: bool, nullable: bool) -> bytes | None:
+    """Raw bytes; null only where ``nullable``."""
+    n = _bytes_length(stream, compact, nullable)
+    return None if n is None else take(stream, n)
 
 
 def read_records(stream: io.BytesIO, compact: bool, nullable: bool) -> bytes | memoryview | None:
     """A records field: as ``read_bytes``, but a view rather than a copy when ``stream`` is a ViewReader."""
+    n = _bytes_length(stream, compact, nullable)
+    if n is None:
+        return None
     if type(stream) is not ViewReader:
-        return read_bytes(stream, compact, nullable)
-    n = read_length(stream, compact, True)
-    if n < 0:
-        if nullable and n == -1:
-            return None
-        raise DecodeError(f"invalid records length {n}")
+        return take(stream, n)
     if n > remaining(stream):
         raise DecodeError(f"length {n} exceeds the {remaining(stream)} bytes remaining")
     return stream.read_view(n)
