@@ -1,4 +1,4 @@
-"""The async admin client: topics, configs, and KIP-664 transaction tooling (list/describe/abort)."""
+"""The async admin client: topics, records, configs, log dirs, groups, and KIP-664 transaction tooling."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from oncelog.client.cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, C
 from oncelog.client.errors import KafkaError, error_for
 from oncelog.client.types import TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
+from oncelog.protocol.messages.delete_records import HIGH_WATERMARK as HIGH_WATERMARK  # delete_records' "all"
 
 RESOURCE_TYPES = {"topic": 2, "broker": 4}  # DescribeConfigs resource_type (Kafka ConfigResource.Type)
 #: IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType); append/subtract only on list configs.
@@ -90,6 +91,26 @@ class HangingTransaction:
     @property
     def topic_partition(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log directory of one broker (DescribeLogDirs): its path and the bytes of each partition it holds."""
+
+    broker_id: int
+    path: str
+    partition_sizes: dict[TopicPartition, int]
+    total_bytes: int = -1  # the volume's size; -1 when the broker does not say (DescribeLogDirs < v4)
+    usable_bytes: int = -1
+
+
+def raise_partition_errors(api: str, errors: Mapping[TopicPartition, int]) -> None:
+    """Raise the client error of the first non-zero code in ``errors``, its message naming every failed partition
+    with its code; return when there is none."""
+    failed = {tp: code for tp, code in sorted(errors.items()) if code}
+    if failed:
+        detail = ", ".join(f"{tp.topic}-{tp.partition} {ErrorCode(code).name}" for tp, code in failed.items())
+        raise error_for(next(iter(failed.values())), f"{api} {detail}")
 
 
 def coordinator_has_open(descriptions: Iterable[TransactionDescription], producer_id: int,
@@ -177,6 +198,56 @@ class Admin:
                 raise error_for(t.error_code, f"topic {t.name}")
             parts = sorted(t.partitions, key=lambda p: p.partition_index)
             out[t.name] = {p.partition_index: p.leader_id for p in parts}
+        return out
+
+    async def delete_records(self, offsets: Mapping[TopicPartition, int], *,
+                             timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[TopicPartition, int]:
+        """Delete the records below each partition's offset (``HIGH_WATERMARK``, -1: below its high watermark);
+        returns each partition's new low watermark (log start offset), durable when this returns.
+
+        DeleteRecords goes to each partition's leader. If any partition fails (OFFSET_OUT_OF_RANGE above the high
+        watermark, UNKNOWN_TOPIC_OR_PARTITION, POLICY_VIOLATION on a compacted topic, ...) the error of the first
+        one is raised, naming each failed partition; the other partitions' deletions still took effect."""
+        by_node: dict[int, dict[str, list[dict[str, int]]]] = {}
+        for tp, offset in offsets.items():
+            topics = by_node.setdefault(await self._cluster.leader_for(tp), {})
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": offset})
+        out: dict[TopicPartition, int] = {}
+        errors: dict[TopicPartition, int] = {}
+        for node, topics in by_node.items():
+            body = {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()], "timeout_ms": timeout_ms}
+            resp = await self._cluster.request(node, ApiKey.DELETE_RECORDS, body)
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    errors[tp] = p.error_code
+                    out[tp] = p.low_watermark
+        if any(errors.values()):
+            self._cluster.invalidate()  # a moved leader or a deleted topic: look the leaders up again next time
+        raise_partition_errors("DeleteRecords", errors)
+        return out
+
+    async def describe_log_dirs(self, topics: Iterable[str] | None = None) -> list[LogDirDescription]:
+        """Every broker's log directories with the size in bytes of each partition they hold: of ``topics`` only
+        (raising the error of an unknown one), or of every partition, internal ones included, when None. Sorted
+        by broker id; raises a broker's or a directory's error."""
+        wanted = None
+        if topics is not None:
+            counts = {name: len(parts) for name, parts in (await self.describe_topics(topics)).items()}
+            wanted = [{"topic": name, "partitions": list(range(n))} for name, n in counts.items()]
+        await self._cluster.refresh_metadata([])
+        out: list[LogDirDescription] = []
+        for node in sorted(self._cluster.brokers):
+            resp = await self._cluster.request(node, ApiKey.DESCRIBE_LOG_DIRS, {"topics": wanted})
+            if getattr(resp, "error_code", 0):
+                raise error_for(resp.error_code, f"DescribeLogDirs broker {node}")
+            for d in resp.results:
+                if d.error_code:
+                    raise error_for(d.error_code, f"DescribeLogDirs broker {node} {d.log_dir}")
+                sizes = {TopicPartition(t.name, p.partition_index): p.partition_size
+                         for t in d.topics for p in t.partitions}
+                out.append(LogDirDescription(node, d.log_dir, sizes, getattr(d, "total_bytes", -1),
+                                             getattr(d, "usable_bytes", -1)))
         return out
 
     async def describe_configs(self, resource_type: str, name: str,
@@ -348,3 +419,25 @@ class Admin:
                 out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
                                                    members)
         return out
+
+    async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Delete ``group_id``'s committed offsets of ``partitions`` (OffsetDelete, KIP-496, sent to the group's
+        coordinator); the deletions are durable when this returns.
+
+        A group-level error is raised for the whole call (GROUP_ID_NOT_FOUND; NON_EMPTY_GROUP for an active
+        non-consumer group). Otherwise, if a partition fails -- GROUP_SUBSCRIBED_TO_TOPIC when an active member
+        subscribes to its topic, UNKNOWN_TOPIC_OR_PARTITION -- the error of the first one is raised, naming each
+        failed partition; the other partitions' offsets are deleted all the same."""
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp in partitions:
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition})
+        body = {"group_id": group_id, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        node = await self._cluster.coordinator(COORDINATOR_GROUP, group_id)
+        resp = await self._cluster.request(node, ApiKey.OFFSET_DELETE, body)
+        if resp.error_code:
+            if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                self._cluster.forget_coordinator(COORDINATOR_GROUP, group_id)
+            raise error_for(resp.error_code, f"OffsetDelete {group_id}")
+        raise_partition_errors(f"OffsetDelete {group_id}",
+                               {TopicPartition(t.name, p.partition_index): p.error_code
+                                for t in resp.topics for p in t.partitions})

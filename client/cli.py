@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 import anyio
-from oncelog.client.admin import Admin, HangingTransaction
+from oncelog.client.admin import HIGH_WATERMARK, Admin, HangingTransaction
 from oncelog.client.consumer import Consumer
 from oncelog.client.errors import KafkaError
 from oncelog.client.producer import Producer
@@ -26,13 +26,22 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 CLIENT_COMMANDS = ("topic", "produce", "consume", "txn", "group", "copy")
 
 
+def _offset_or_end(text: str) -> int:
+    """``--before``: a non-negative offset, or ``end`` for the high watermark."""
+    if text == "end":
+        return HIGH_WATERMARK
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a non-negative offset or 'end', got {text!r}")
+    return int(text)
+
+
 def _bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP, help="HOST:PORT[,HOST:PORT...]")
 
 
 def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     """Register the client commands on ``subparsers`` (each sets ``args.client_command``)."""
-    topic = subparsers.add_parser("topic", help="create, list, describe, alter or delete topics")
+    topic = subparsers.add_parser("topic", help="create, list, describe, alter or delete topics, or their records")
     tsub = topic.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="create a topic")
     create.add_argument("name")
@@ -48,7 +57,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     alter = tsub.add_parser("alter", help="add partitions to a topic")
     alter.add_argument("name")
     alter.add_argument("--partitions", "-p", type=int, required=True, help="the new (higher) partition count")
-    for p in (create, lst, describe, delete, alter):
+    delrec = tsub.add_parser("delete-records", help="delete a partition's records below an offset")
+    delrec.add_argument("name")
+    delrec.add_argument("--partition", type=int, required=True)
+    delrec.add_argument("--before", type=_offset_or_end, required=True, metavar="OFFSET",
+                        help="delete the records below this offset; 'end' for the high watermark (all of them)")
+    for p in (create, lst, describe, delete, alter, delrec):
         _bootstrap(p)
 
     produce = subparsers.add_parser("produce", help="write lines of stdin or a file as records")
@@ -103,14 +117,19 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     for p in (xlist, xdesc, xabort):
         _bootstrap(p)
 
-    group = subparsers.add_parser("group", help="list or describe consumer groups")
+    group = subparsers.add_parser("group", help="list or describe consumer groups, or delete their offsets")
     gsub = group.add_subparsers(dest="action", required=True)
     glist = gsub.add_parser("list", help="groups known to the coordinators")
     glist.add_argument("--state", action="append", default=[])
     gdesc = gsub.add_parser("describe", help="state, members and committed offsets of groups")
     gdesc.add_argument("ids", nargs="+")
     gdesc.add_argument("--topic", action="append", default=[], help="also print committed offsets of this topic")
-    for p in (glist, gdesc):
+    gdel = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of a topic")
+    gdel.add_argument("group")
+    gdel.add_argument("--topic", required=True)
+    gdel.add_argument("--partition", type=int, action="append", default=None,
+                      help="only this partition (repeatable; default: every partition of the topic)")
+    for p in (glist, gdesc, gdel):
         _bootstrap(p)
 
     copy = subparsers.add_parser("copy", help="exactly-once copy IN -> OUT through an optional transform")
@@ -162,6 +181,10 @@ async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
             if error is not None:
                 raise error
             print(f"{args.name} now has {args.partitions} partitions", file=out)
+        elif args.action == "delete-records":
+            tp = TopicPartition(args.name, args.partition)
+            low = (await admin.delete_records({tp: args.before}))[tp]
+            print(f"{tp.topic}-{tp.partition}\tlow_watermark={low}", file=out)
         elif args.action == "describe":
             for name, parts in (await admin.describe_topics(args.names)).items():
                 print(f"{name}\tpartitions={len(parts)}", file=out)
@@ -293,6 +316,13 @@ async def _group(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
         if args.action == "list":
             for g in await admin.list_groups(states=args.state):
                 print(f"{g.group_id}\tprotocol_type={g.protocol_type}\tstate={g.state}", file=out)
+            return 0
+        if args.action == "delete-offsets":
+            parts = args.partition
+            if parts is None:
+                parts = list((await admin.describe_topics([args.topic]))[args.topic])
+            await admin.delete_group_offsets(args.group, [TopicPartition(args.topic, p) for p in parts])
+            print(f"deleted offsets of {args.group} for " + ",".join(f"{args.topic}-{p}" for p in parts), file=out)
             return 0
         for gid, d in (await admin.describe_groups(args.ids)).items():
             print(f"{gid}\tstate={d.state}\tprotocol={d.protocol}\tmembers={len(d.members)}", file=out)

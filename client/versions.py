@@ -38,6 +38,9 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_FETCH: (1, 7),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
 }
 
 CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {

@@ -121,3 +121,40 @@ def test_oncelog_entry_point_dispatches_client_commands(bootstrap_servers: str) 
     proc = subprocess.run([str(exe), "txn", "list", "-b", "127.0.0.1:1"], capture_output=True, text=True,
                           timeout=30)
     assert proc.returncode == 1 and "KafkaConnectionError" in proc.stderr
+
+
+def test_topic_delete_records(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+    b = ["-b", bootstrap_servers]
+    topic = new_topic("cli-delrec", 2)
+    cli("produce", topic, "--partition", "0", *b, stdin="a\nb\nc\nd\n")
+    cli("produce", topic, "--partition", "1", *b, stdin="e\nf\n")
+    assert cli("topic", "delete-records", topic, "--partition", "0", "--before", "2", *b) == (
+        0, f"{topic}-0\tlow_watermark=2\n")
+    assert cli("consume", topic, "--partition", "0", "--from-beginning", "--idle-timeout-ms", "300", *b) == (
+        0, "c\nd\n")
+    assert cli("topic", "delete-records", topic, "--partition", "1", "--before", "end", *b) == (
+        0, f"{topic}-1\tlow_watermark=2\n")
+    assert cli("consume", topic, "--partition", "1", "--from-beginning", "--idle-timeout-ms", "300", *b) == (0, "")
+    assert cli("topic", "delete-records", topic, "--partition", "0", "--before", "5", *b)[0] == 1  # out of range
+    with pytest.raises(SystemExit):
+        cli("topic", "delete-records", topic, "--partition", "0", "--before", "-1", *b)
+
+
+def test_group_delete_offsets(bootstrap_servers: str, new_topic: Callable[..., str],
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    b = ["-b", bootstrap_servers]
+    topic = new_topic("cli-offdel", 2)
+    group = fresh_name("cli-offdel-g")
+    cli("produce", topic, "--partition", "0", *b, stdin="a\nb\n")
+    cli("produce", topic, "--partition", "1", *b, stdin="c\n")
+    assert cli("consume", topic, "--group", group, "--from-beginning", "--count", "3", *b)[0] == 0
+    described = cli("group", "describe", group, "--topic", topic, *b)[1].splitlines()
+    assert described[-2:] == [f"  {topic}-0\tcommitted=2", f"  {topic}-1\tcommitted=1"]
+    assert cli("group", "delete-offsets", group, "--topic", topic, "--partition", "1", *b) == (
+        0, f"deleted offsets of {group} for {topic}-1\n")
+    described = cli("group", "describe", group, "--topic", topic, *b)[1].splitlines()
+    assert described[-2:] == [f"  {topic}-0\tcommitted=2", f"  {topic}-1\tcommitted=-"]
+    assert cli("group", "delete-offsets", group, "--topic", topic, *b) == (
+        0, f"deleted offsets of {group} for {topic}-0,{topic}-1\n")
+    assert cli("group", "delete-offsets", group, "--topic", topic, *b)[0] == 1  # the emptied group is gone
+    assert f"GROUP_ID_NOT_FOUND: OffsetDelete {group}" in capsys.readouterr().err
