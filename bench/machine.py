@@ -130,3 +130,24 @@ def loopback_mb_s(total: int) -> float:
     if got < total:
         raise RuntimeError(f"loopback: received {got} of {total} bytes")
     return total / elapsed / 1e6
+
+
+#: Linux's pressure stall information for I/O: the "full" line's total is the microseconds during which every
+#: non-idle task was stalled on I/O at once.
+PSI_IO = Path("/proc/pressure/io")
+
+
+def io_full_stall_us(text: str | None = None) -> int | None:
+    """Microseconds (since boot) during which all non-idle tasks were stalled on I/O, from ``/proc/pressure/io``
+    (or ``text`` in its format); None where the kernel does not report it."""
+    if text is None:
+        try:
+            text = PSI_IO.read_text()
+        except OSError:
+            return None
+    for line in text.splitlines():
+        if line.startswith("full "):
+            for field in line.split():
+                if field.startswith("total="):
+                    return int(field.removeprefix("total="))
+    return None

@@ -588,14 +588,20 @@ def main(argv: list[str] | None = None) -> int:
             steps.append((name, lambda fn=fn: fn(run)))
     if "P7" in args.only:
         steps.insert(len(steps) - ("P9" in args.only), ("P7", lambda: bench_p7(run, args.quick)))
+    io_stalls: dict[str, float] = {}
     try:
         for name, step in steps:
-            t0 = time.time()
+            t0, stall0 = time.time(), machine.io_full_stall_us()
             print(f"[{name}] ...", flush=True)
             if profiler is not None:
                 profiler.label = name
             step()
-            print(f"[{name}] done in {time.time() - t0:.1f} s", flush=True)
+            seconds, stall1 = time.time() - t0, machine.io_full_stall_us()
+            stalled = ""
+            if stall0 is not None and stall1 is not None:
+                io_stalls[name] = (stall1 - stall0) / 1e6 / seconds
+                stalled = f"; I/O stalled {io_stalls[name]:.0%}"
+            print(f"[{name}] done in {seconds:.1f} s{stalled}", flush=True)
     finally:
         if profiler is not None:
             profiler.close()
@@ -607,6 +613,11 @@ def main(argv: list[str] | None = None) -> int:
         f"total {elapsed:.0f} s; load average {os.getloadavg()[0]:.2f} at the end "
         "(other processes on this machine skew every figure; pairs are measured back to back)"
     )
+    if io_stalls:
+        # Linux PSI "full": the share of each benchmark's wall time in which every running task waited for I/O.
+        # Tens of percent while the benchmark itself writes little mean the disk under this VM was stalling.
+        print("I/O stalled (PSI full): " + ", ".join(f"{name} {share:.0%}" for name, share in io_stalls.items()))
+    run.details["io_stalled_share"] = io_stalls
 
     if args.json:
         doc: dict[str, object] = to_json(run.lines)

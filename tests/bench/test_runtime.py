@@ -60,3 +60,14 @@ def test_p3_ceiling_is_the_serial_fsyncs_pause_per_commit_interval() -> None:
                                        handoff_cpu_concurrent_us=15.0)
     # Four fsyncs of 0.25 ms pause the producer 1 ms per 100 ms of sending.
     assert run.p3_ceiling(r) == pytest.approx(100 / 101)
+
+
+def test_io_full_stall_reads_the_full_line_of_psi() -> None:
+    text = (
+        "some avg10=6.91 avg60=33.82 avg300=17.74 total=2150434020\n"
+        "full avg10=6.78 avg60=33.38 avg300=16.71 total=1668580947\n"
+    )
+    assert machine.io_full_stall_us(text) == 1668580947
+    assert machine.io_full_stall_us("some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n") is None
+    live = machine.io_full_stall_us()
+    assert live is None or live >= 0
