@@ -193,8 +193,52 @@ def bench_p2(r: Run) -> None:
     )
 
 
-def _p3(bootstrap: str, n: int, rounds: int) -> tuple[float, float, int]:
-    """(idempotent rec/s, transactional rec/s, commits): medians of alternating rounds after a warm-up."""
+@dataclass(frozen=True)
+class P3Result:
+    """P3 on one peer: the median idempotent run and the median transactional run (by wall time).
+
+    The ratio splits exactly into the producer's own pace while sending and the time it stops for commits:
+    ``ratio = sending_factor * (1 - paused_share)``."""
+
+    records: int
+    idempotent_s: float
+    transactional: txn_bench.TransactionalRun
+
+    @property
+    def ratio(self) -> float:
+        return self.idempotent_s / self.transactional.seconds
+
+    @property
+    def sending_factor(self) -> float:
+        """Records/s while the transactional producer sends, over the idempotent run's records/s."""
+        return self.idempotent_s / self.transactional.sending_s
+
+    @property
+    def paused_share(self) -> float:
+        """Share of the transactional run spent committing (flush, then EndTxn)."""
+        return self.transactional.paused_s / self.transactional.seconds
+
+    def pause_p50_ms(self) -> tuple[float, float]:
+        """Per commit, medians of (flush, EndTxn) in ms."""
+        t = self.transactional
+        return statistics.median(t.flush_s) * 1000, statistics.median(t.end_s) * 1000
+
+    def summary(self) -> dict[str, object]:
+        flush_ms, end_ms = self.pause_p50_ms()
+        return {
+            "idempotent_records_per_s": self.records / self.idempotent_s,
+            "transactional_records_per_s": self.records / self.transactional.seconds,
+            "commits": self.transactional.commits,
+            "ratio": self.ratio,
+            "sending_factor": self.sending_factor,
+            "paused_share": self.paused_share,
+            "flush_p50_ms": flush_ms,
+            "end_txn_p50_ms": end_ms,
+        }
+
+
+def _p3(bootstrap: str, n: int, rounds: int) -> P3Result:
+    """Alternating idempotent and transactional rounds after a warm-up; the median run of each."""
     warm = min(max(n // 10, 1), 100_000)
     txn_bench.run_idempotent(bootstrap, warm)
     txn_bench.run_transactional(bootstrap, warm)
@@ -202,21 +246,22 @@ def _p3(bootstrap: str, n: int, rounds: int) -> tuple[float, float, int]:
     for _ in range(rounds):
         idem.append(txn_bench.run_idempotent(bootstrap, n))
         txn.append(txn_bench.run_transactional(bootstrap, n))
-    return n / statistics.median(idem), n / statistics.median(t for t, _ in txn), txn[0][1]
+    median_txn = sorted(txn, key=lambda t: t.seconds)[len(txn) // 2]
+    return P3Result(n, statistics.median(idem), median_txn)
 
 
 def bench_p3(r: Run) -> None:
     n, rounds = r.sizes.p3_records, r.sizes.rounds
     with BrokerProcess() as broker:
         txn_bench.create_topic(broker.bootstrap, txn_bench.P3_TOPIC, 1)
-        i1, t1, c1 = _p3(broker.bootstrap, n, rounds)
+        ours = _p3(broker.bootstrap, n, rounds)
     with MockCluster(1) as mock:
         mock.create_topic(txn_bench.P3_TOPIC, 1)
-        i2, t2, _ = _p3(mock.bootstrap, n, rounds)
+        peer = _p3(mock.bootstrap, n, rounds)
     ceiling = p3_ceiling(r)
     r.details["P3"] = {
-        "oncelog": {"idempotent": i1, "transactional": t1, "commits": c1},
-        "mock": {"idempotent": i2, "transactional": t2},
+        "oncelog": ours.summary(),
+        "mock": peer.summary(),
         **({"ceiling": ceiling} if ceiling is not None else {}),
     }
     ceiling_text = (
@@ -225,14 +270,32 @@ def bench_p3(r: Run) -> None:
         else f"; durable ceiling {ceiling:.3f} = 1 / (1 + {SERIAL_FSYNCS_PER_COMMIT} serial fsyncs "
         f"{SERIAL_FSYNCS_PER_COMMIT * _per_fsync_ms(r):.2f} ms / {txn_bench.COMMIT_INTERVAL_S * 1000:.0f} ms)"
     )
+    flush_ms, end_ms = ours.pause_p50_ms()
+    peer_flush_ms, peer_end_ms = peer.pause_p50_ms()
     r.add(
         Line(
             "P3",
             "txn (commit / 100 ms) / idempotent rec/s",
-            t1 / i1,
+            ours.ratio,
             ".3f",
-            f"oncelog {t1:,.0f} vs {i1:,.0f} rec/s; mock ratio {t2 / i2:.3f}{ceiling_text}",
+            f"oncelog {n / ours.transactional.seconds:,.0f} vs {n / ours.idempotent_s:,.0f} rec/s; "
+            f"mock ratio {peer.ratio:.3f}{ceiling_text}",
             "P3_txn_vs_idempotent",
+        ),
+        Line(
+            "P3",
+            "sending pace in transactions / idempotent",
+            ours.sending_factor,
+            ".3f",
+            f"mock {peer.sending_factor:.3f}; ratio = pace x (1 - paused share)",
+        ),
+        Line(
+            "P3",
+            "share of the txn run paused for commits",
+            ours.paused_share,
+            ".3f",
+            f"mock {peer.paused_share:.3f}; per commit p50: flush {flush_ms:.2f} + EndTxn {end_ms:.2f} ms "
+            f"(mock {peer_flush_ms:.2f} + {peer_end_ms:.2f})",
         ),
     )
 

@@ -110,8 +110,35 @@ def run_idempotent(bootstrap: str, n: int) -> float:
     return elapsed
 
 
-def run_transactional(bootstrap: str, n: int) -> tuple[float, int]:
-    """Seconds to send ``n`` records in transactions committed every COMMIT_INTERVAL_S; and the commit count."""
+@dataclass(frozen=True)
+class TransactionalRun:
+    """One P3 transactional run: its wall time, and per commit how long the producer stopped sending for it."""
+
+    seconds: float
+    #: Per commit: ``flush()``, until the transaction's last records are acknowledged.
+    flush_s: tuple[float, ...]
+    #: Per commit: ``commit_transaction()`` after that flush (the EndTxn round trip).
+    end_s: tuple[float, ...]
+
+    @property
+    def commits(self) -> int:
+        return len(self.end_s)
+
+    @property
+    def paused_s(self) -> float:
+        """Wall time spent committing, not sending."""
+        return sum(self.flush_s) + sum(self.end_s)
+
+    @property
+    def sending_s(self) -> float:
+        return self.seconds - self.paused_s
+
+
+def run_transactional(bootstrap: str, n: int) -> TransactionalRun:
+    """Send ``n`` records in transactions committed every COMMIT_INTERVAL_S, first send to last commit.
+
+    Each commit is ``flush()`` then ``commit_transaction()``: what ``commit_transaction()`` does alone (it flushes
+    first), timed in its two parts."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -125,25 +152,34 @@ def run_transactional(bootstrap: str, n: int) -> tuple[float, int]:
     payload = bytes(range(RECORD_SIZE))
     errors: list[str] = []
     cb = _on_delivery(errors)
-    commits = 0
+    flush_s: list[float] = []
+    end_s: list[float] = []
+
+    def commit() -> None:
+        t0 = time.perf_counter()
+        left = producer.flush(DEADLINE_S)
+        t1 = time.perf_counter()
+        if left:
+            raise RuntimeError(f"transactional run: {left} undelivered after {DEADLINE_S} s")
+        producer.commit_transaction(DEADLINE_S)
+        flush_s.append(t1 - t0)
+        end_s.append(time.perf_counter() - t1)
+
     start = time.perf_counter()
     producer.begin_transaction()
     txn_start = start
     for _ in range(n):
         _produce(producer, payload, cb)
         producer.poll(0)
-        now = time.perf_counter()
-        if now - txn_start >= COMMIT_INTERVAL_S:
-            producer.commit_transaction(DEADLINE_S)
-            commits += 1
+        if time.perf_counter() - txn_start >= COMMIT_INTERVAL_S:
+            commit()
             producer.begin_transaction()
             txn_start = time.perf_counter()
-    producer.commit_transaction(DEADLINE_S)
-    commits += 1
+    commit()
     elapsed = time.perf_counter() - start
     if errors:
         raise RuntimeError(f"transactional run: errors {errors[:3]}")
-    return elapsed, commits
+    return TransactionalRun(elapsed, tuple(flush_s), tuple(end_s))
 
 
 def one_record_txn_producer(bootstrap: str, name: str) -> Producer:
@@ -227,8 +263,8 @@ def measure(bootstrap: str, args: argparse.Namespace, peer: str) -> Results:
         idem_runs.append(run_idempotent(bootstrap, args.records))
         txn_runs.append(run_transactional(bootstrap, args.records))
     idem_s = statistics.median(idem_runs)
-    txn_s = statistics.median(t for t, _ in txn_runs)
-    txn_commits = txn_runs[0][1]
+    txn_s = statistics.median(t.seconds for t in txn_runs)
+    txn_commits = txn_runs[0].commits
     lat = commit_latencies(bootstrap, args.commits)
     par_commits, par_s, _ = parallel_commits(bootstrap, args.procs, args.seconds)
     idem_rate, txn_rate = args.records / idem_s, args.records / txn_s

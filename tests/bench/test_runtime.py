@@ -1,4 +1,4 @@
-"""The runtime floors of bench/runtime.py and the P4 floor arithmetic of bench/run.py.
+"""The runtime floors of bench/runtime.py and the P3/P4 arithmetic of bench/run.py.
 
 The figures themselves vary by machine; these tests check that each measurement really runs (a server process that
 answers, sync threads that return every job) and that the P4 floor is computed from the figures it names.
@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench import machine, run, runtime  # noqa: E402
+from bench import machine, run, runtime, txn_bench  # noqa: E402
 
 
 def test_echo_measures_a_real_server() -> None:
@@ -71,3 +71,16 @@ def test_io_full_stall_reads_the_full_line_of_psi() -> None:
     assert machine.io_full_stall_us("some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n") is None
     live = machine.io_full_stall_us()
     assert live is None or live >= 0
+
+
+def test_p3_ratio_splits_into_sending_pace_and_commit_pauses() -> None:
+    # 1,000 records: idempotent in 1.0 s; transactional in 1.25 s, of which 0.05 s flushing and 0.2 s in EndTxn.
+    txn = txn_bench.TransactionalRun(1.25, flush_s=(0.02, 0.03), end_s=(0.1, 0.1))
+    p3 = run.P3Result(1000, idempotent_s=1.0, transactional=txn)
+    assert txn.commits == 2
+    assert txn.sending_s == pytest.approx(1.0)
+    assert p3.ratio == pytest.approx(0.8)
+    assert p3.sending_factor == pytest.approx(1.0)
+    assert p3.paused_share == pytest.approx(0.2)
+    assert p3.ratio == pytest.approx(p3.sending_factor * (1 - p3.paused_share))
+    assert p3.pause_p50_ms() == pytest.approx((25.0, 100.0))
