@@ -125,6 +125,11 @@ class TransactionalRun:
         return len(self.end_s)
 
     @property
+    def pauses_s(self) -> tuple[float, ...]:
+        """Per commit: how long the producer stopped sending for it (flush + EndTxn)."""
+        return tuple(f + e for f, e in zip(self.flush_s, self.end_s, strict=True))
+
+    @property
     def paused_s(self) -> float:
         """Wall time spent committing, not sending."""
         return sum(self.flush_s) + sum(self.end_s)

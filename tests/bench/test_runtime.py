@@ -51,15 +51,15 @@ def test_p4_floors_the_mock_p50_plus_serial_fsyncs_and_the_cpu_left_at_the_goal_
     assert floors["broker_cpu_budget_us_per_commit"] == pytest.approx(2e6 / 3000 - 300.0 - 200.0)
 
 
-def test_p3_ceiling_is_the_serial_fsyncs_pause_per_commit_interval() -> None:
+def test_p3_ceiling_adds_the_serial_fsyncs_to_the_clients_own_pause_per_commit_interval() -> None:
     r = run.Run(run.QUICK)
-    assert run.p3_ceiling(r) is None  # no machine figures, no ceiling
+    assert run.p3_ceiling(r, 1.0) is None  # no machine figures, no ceiling
     r.disk = machine.DiskFigures(1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.2, fdatasync_p99_ms=0.3,
                                  fdatasync_cpu_us=50.0)
     r.runtime = runtime.RuntimeFigures(60.0, 50.0, 16.0, handoff_p50_us=50.0, handoff_cpu_us=70.0,
                                        handoff_cpu_concurrent_us=15.0)
-    # Four fsyncs of 0.25 ms pause the producer 1 ms per 100 ms of sending.
-    assert run.p3_ceiling(r) == pytest.approx(100 / 101)
+    # The client's own 1.25 ms and three fsyncs of 0.25 ms pause the producer 2 ms per 100 ms of sending.
+    assert run.p3_ceiling(r, 1.25) == pytest.approx(100 / 102)
 
 
 def test_io_full_stall_reads_the_full_line_of_psi() -> None:
@@ -84,3 +84,4 @@ def test_p3_ratio_splits_into_sending_pace_and_commit_pauses() -> None:
     assert p3.paused_share == pytest.approx(0.2)
     assert p3.ratio == pytest.approx(p3.sending_factor * (1 - p3.paused_share))
     assert p3.pause_p50_ms() == pytest.approx((25.0, 100.0))
+    assert p3.commit_pause_p50_ms == pytest.approx(125.0)
