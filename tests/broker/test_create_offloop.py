@@ -284,3 +284,30 @@ def test_pending_creations_count_against_the_budget(monkeypatch) -> None:
     assert fd_budget.partitions_affordable(pending_partitions=40) == 0
     monkeypatch.setattr(fd_budget.resource, "getrlimit", lambda _which: (fd_budget.resource.RLIM_INFINITY,) * 2)
     assert fd_budget.partitions_affordable() is None
+
+
+async def test_a_storage_failure_mid_creation_answers_storage_error_and_the_restart_completes(
+    start_broker, monkeypatch, tmp_path
+) -> None:
+    broker = await start_broker()
+    client = await broker.connect()
+    original = PartitionLog.open.__func__
+
+    def full_disk_at_partition_3(cls, directory: Path, config, **kwargs) -> PartitionLog:
+        if Path(directory).name == "part-3":
+            raise OSError(28, "No space left on device")
+        return original(cls, directory, config, **kwargs)
+
+    monkeypatch.setattr(PartitionLog, "open", classmethod(full_disk_at_partition_3))
+    response = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("part", 6))
+    assert response.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert [broker.node.logs.get("part", p) is not None for p in range(6)] == [True] * 3 + [False] * 3
+    [topic] = (await client.request(ApiKey.METADATA, 9, _metadata_body("part"))).topics
+    _assert_available_iff_log_exists(broker, topic)
+    again = await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("part", 6))
+    assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS  # the topic stands, as its metadata
+
+    monkeypatch.undo()
+    await broker.stop()
+    broker = await start_broker(tmp_path / "data")
+    assert all(broker.node.logs.get("part", p) is not None for p in range(6))
