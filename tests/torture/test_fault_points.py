@@ -199,7 +199,7 @@ def test_crash_between_offset_tombstones_and_topic_removal_resurrects_nothing(tm
 
 
 def test_crash_in_the_middle_of_a_topic_creation_recovers_every_partition(tmp_path: Path) -> None:
-    """The broker dies once the first log of a new 8-partition topic exists (its metadata is durable, the other seven
+    """The broker dies once the first log of a new 8-partition topic exists (its metadata is durable, most of its
     directories are not made): after the restart the topic has all 8 partitions, each one takes writes."""
     import json
     import socket
@@ -219,7 +219,7 @@ def test_crash_in_the_middle_of_a_topic_creation_recovers_every_partition(tmp_pa
         assert broker.wait_exit(10) == -9
         data = tmp_path / "data"
         assert json.loads((data / "topics.json").read_text())["topics"]["half"]["partitions"] == 8
-        assert sorted(p.name for p in data.glob("half-*")) == ["half-0"]
+        assert 1 <= len(list(data.glob("half-*"))) < 8  # one per creation thread at most
 
         broker.env = {}
         broker.start()
