@@ -17,6 +17,9 @@ import resource
 FDS_PER_NEW_PARTITION = 3
 #: Descriptors kept free after a creation, for connections and segment rolls.
 RESERVED_FDS = 1024
+#: The limit assumed when RLIMIT_NOFILE is unlimited (Linux never allows that for it: fs.nr_open, 2**20 by default,
+#: caps it), so that a request for 2**31 - 1 partitions is refused everywhere.
+UNLIMITED_FDS = 2**20
 _FD_DIR = "/proc/self/fd"
 
 
@@ -28,14 +31,12 @@ def open_descriptors() -> int | None:
         return None
 
 
-def partitions_affordable(pending_partitions: int = 0) -> int | None:
-    """How many more partition logs may be created now, after ``pending_partitions`` already being created
-    (None: no limit known, as with an unlimited ``RLIMIT_NOFILE`` or no ``/proc``)."""
+def partitions_affordable(pending_partitions: int = 0) -> int:
+    """How many more partition logs may be created now, after ``pending_partitions`` already being created.
+    Without ``/proc`` the descriptors already open are not counted."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return None
-    in_use = open_descriptors()
-    if in_use is None:
-        return None
+        soft = UNLIMITED_FDS
+    in_use = open_descriptors() or 0
     spare = soft - in_use - RESERVED_FDS - pending_partitions * FDS_PER_NEW_PARTITION
     return max(spare // FDS_PER_NEW_PARTITION, 0)

@@ -108,7 +108,7 @@ class TopicManager:
         """INVALID_PARTITIONS when the process lacks the file descriptors for ``new_partitions`` more logs (see
         ``fd_budget``; creations under way count as done)."""
         affordable = partitions_affordable(self._pending_partitions)
-        if affordable is None or new_partitions <= affordable:
+        if new_partitions <= affordable:
             return None
         return TopicOutcome(
             ErrorCode.INVALID_PARTITIONS,

@@ -283,7 +283,9 @@ def test_pending_creations_count_against_the_budget(monkeypatch) -> None:
     assert fd_budget.partitions_affordable(pending_partitions=25) == 5
     assert fd_budget.partitions_affordable(pending_partitions=40) == 0
     monkeypatch.setattr(fd_budget.resource, "getrlimit", lambda _which: (fd_budget.resource.RLIM_INFINITY,) * 2)
-    assert fd_budget.partitions_affordable() is None
+    assert fd_budget.partitions_affordable() == (fd_budget.UNLIMITED_FDS - 100 - fd_budget.RESERVED_FDS) // 3
+    monkeypatch.setattr(fd_budget, "open_descriptors", lambda: None)  # no /proc
+    assert fd_budget.partitions_affordable() == (fd_budget.UNLIMITED_FDS - fd_budget.RESERVED_FDS) // 3
 
 
 async def test_a_storage_failure_mid_creation_answers_storage_error_and_the_restart_completes(
