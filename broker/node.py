@@ -83,9 +83,10 @@ class BrokerNode:
         host = self.listen.host if self.listen.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         return Endpoint(host, self.port if self.port is not None else self.listen.port)
 
-    def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` on first use (group lookups, AddOffsetsToTxn), as Kafka does."""
-        self.topics.ensure_internal(
+    async def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use (group lookups, AddOffsetsToTxn), as Kafka does; returns once
+        its logs exist."""
+        await self.topics.ensure_internal(
             CONSUMER_OFFSETS_TOPIC,
             self.config.get_int("offsets.topic.num.partitions"),
             INTERNAL_TOPIC_CONFIGS[CONSUMER_OFFSETS_TOPIC],

@@ -1,5 +1,14 @@
 """Creating, growing, reconfiguring and deleting topics: Kafka's validation rules; metadata persisted first, then the
-partition logs. A deletion removes the groups' committed offsets of the topic before the topic itself."""
+partition logs. A deletion removes the groups' committed offsets of the topic before the topic itself.
+
+New partition logs are created in a worker thread (``log_builder``), so the event loop keeps serving meanwhile; the
+request that creates them is answered once they exist. The metadata is the point where concurrent requests are
+ordered: validation and the durable metadata write happen with no await between them, so of two creations of one
+name (CreateTopics, a Metadata auto-creation, an internal topic's first use) exactly one writes it and the other gets
+TOPIC_ALREADY_EXISTS (or sees the topic). While a topic's logs are being created, CreatePartitions, a deletion and
+``ensure_internal`` of that topic wait for them (``_settled``); Metadata answers LEADER_NOT_AVAILABLE for each
+partition without a log yet (``apis/metadata``), and Produce/Fetch to it get UNKNOWN_TOPIC_OR_PARTITION. A crash
+mid-way leaves the topic in ``topics.json`` with some logs missing; the next start creates them (``ensure_logs``)."""
 
 from __future__ import annotations
 
@@ -11,9 +20,12 @@ import structlog
 import trio
 from oncelog.broker.config import validate_topic_configs
 from oncelog.broker.faults import fault_point
+from oncelog.broker.fd_budget import FDS_PER_NEW_PARTITION, partitions_affordable
+from oncelog.broker.log_builder import build_logs
 from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
 from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, new_overrides
 from oncelog.protocol import ErrorCode
+from oncelog.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
@@ -22,10 +34,6 @@ log = structlog.get_logger(__name__)
 
 #: Kafka's CreateTopics sentinel for "use the broker default" (KIP-464).
 USE_BROKER_DEFAULT = -1
-#: Upper bound on partitions per topic: creating a topic makes its directories on the event loop, so a request
-#: for millions of partitions must not be honoured (Kafka has no such limit; it has no such loop either).
-MAX_PARTITIONS_PER_TOPIC = 10_000
-_OVER_THE_LIMIT = f"Number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC} on this broker."
 
 
 @dataclass(frozen=True)
@@ -44,9 +52,14 @@ class TopicManager:
         self.deleting: set[str] = set()
         #: Deletions run one at a time, as Kafka's controller applies them.
         self._deletion_lock = trio.Lock()
+        #: Topics whose new partition logs are being created, each with the event set once they are.
+        self._building: dict[str, trio.Event] = {}
+        #: How many partition logs those creations are making, counted against the file-descriptor budget.
+        self._pending_partitions = 0
 
     def ensure_logs(self, topic: TopicInfo) -> None:
-        """Open or create every partition log of ``topic``."""
+        """Open or create every partition log of ``topic`` in the calling thread: for the start, before serving
+        (it creates the logs a crash in the middle of a creation left missing). Serving code uses ``_build_logs``."""
         logs = self._broker.logs
         log_config = self._broker.topic_log_config(topic.name)
         for partition in range(topic.partitions):
@@ -72,8 +85,11 @@ class TopicManager:
             )
         if num_partitions != USE_BROKER_DEFAULT and num_partitions < 1:
             return TopicOutcome(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if num_partitions > MAX_PARTITIONS_PER_TOPIC:
-            return TopicOutcome(ErrorCode.INVALID_PARTITIONS, _OVER_THE_LIMIT)
+        if num_partitions == USE_BROKER_DEFAULT:
+            num_partitions = self._broker.config.get_int("num.partitions")
+        over_budget = self._descriptor_problem(num_partitions)
+        if over_budget is not None:
+            return over_budget
         if replication_factor != USE_BROKER_DEFAULT and replication_factor != 1:
             message = (
                 "Replication factor must be larger than 0."
@@ -88,7 +104,50 @@ class TopicManager:
             return TopicOutcome(ErrorCode.INVALID_CONFIG, config_problem)
         return None
 
-    def create(
+    def _descriptor_problem(self, new_partitions: int) -> TopicOutcome | None:
+        """INVALID_PARTITIONS when the process lacks the file descriptors for ``new_partitions`` more logs (see
+        ``fd_budget``; creations under way count as done)."""
+        affordable = partitions_affordable(self._pending_partitions)
+        if new_partitions <= affordable:
+            return None
+        return TopicOutcome(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Creating {new_partitions} partition(s) needs {new_partitions * FDS_PER_NEW_PARTITION} file descriptors; "
+            f"this broker has enough for {affordable} more partition(s) (raise its RLIMIT_NOFILE, ulimit -n).",
+        )
+
+    async def _settled(self, name: str) -> None:
+        """Return once no creation of ``name``'s partition logs is under way (at once when none is)."""
+        while (done := self._building.get(name)) is not None:
+            await done.wait()
+
+    async def _build_logs(self, topic: TopicInfo, first_partition: int) -> OSError | StorageError | None:
+        """Create the missing logs of ``topic``'s partitions from ``first_partition`` on, off the event loop; returns
+        once they exist (registered), or with the storage failure that stopped the creation (the logs made before it
+        exist, the others are made at the next start). Callers write the metadata first and call this with no await
+        in between, so ``_settled`` covers the whole time the topic's metadata is ahead of its logs."""
+        name = topic.name
+        assert name not in self._building, f"two creations of {name}'s logs at once"
+        done = self._building[name] = trio.Event()
+        logs = self._broker.logs
+        partitions = [p for p in range(first_partition, topic.partitions) if logs.get(name, p) is None]
+        self._pending_partitions += len(partitions)
+        try:
+            config = self._broker.topic_log_config(name)
+            built, failure = await build_logs(logs, name, partitions, config)
+            current = self._broker.topic_log_config(name)
+            if current != config:  # the topic's configs were altered meanwhile, for its registered logs only
+                for partition_log in built:
+                    self._broker.flusher.update_config(partition_log, current)
+        finally:
+            self._pending_partitions -= len(partitions)
+            del self._building[name]
+            done.set()
+        if failure is not None:
+            log.error("logs_not_created", topic=name, created=len(built), of=len(partitions), error=str(failure))
+        return failure
+
+    async def create(
         self,
         name: str,
         num_partitions: int = USE_BROKER_DEFAULT,
@@ -97,7 +156,9 @@ class TopicManager:
         *,
         validate_only: bool = False,
     ) -> TopicOutcome:
-        """Create a topic (metadata persisted before its logs exist); returns the error code to report."""
+        """Create a topic: metadata persisted, then its logs created off the event loop; returns once they exist
+        (KAFKA_STORAGE_ERROR if some could not be created: the topic stands, those partitions come at the next
+        start). Returns the error code to report."""
         configs = dict(configs or {})
         failure = self.validate(name, num_partitions, replication_factor, configs)
         if failure is not None:
@@ -111,11 +172,13 @@ class TopicManager:
         except OSError as exc:
             log.error("topic_not_saved", topic=name, error=str(exc))
             return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save topic {name}: {exc}")
-        self.ensure_logs(topic)
+        failure = await self._build_logs(topic, 0)
+        if failure is not None:
+            return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the logs of topic {name}: {failure}")
         log.info("topic_created", topic=name, partitions=num_partitions, configs=topic.configs)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
 
-    def create_partitions(
+    async def create_partitions(
         self,
         name: str,
         count: int,
@@ -124,19 +187,24 @@ class TopicManager:
         validate_only: bool = False,
     ) -> TopicOutcome:
         """Grow ``name`` to ``count`` partitions (CreatePartitions); the new count is persisted before the new
-        partitions' logs exist, so after a restart they exist too. ``assignments`` lists the replicas of each new
+        partitions' logs exist, so after a restart they exist too; it returns once they exist (created off the event
+        loop, after any creation of the topic's logs under way). ``assignments`` lists the replicas of each new
         partition, or is None for the broker's choice."""
+        await self._settled(name)
         failure = self.growth_problem(name, count, assignments)
         if failure is not None:
             return failure
         if validate_only:
             return TopicOutcome(ErrorCode.NONE)
+        first_new = self._broker.metadata.topics[name].partitions
         try:
             topic = self._broker.metadata.grow(name, count)
         except OSError as exc:
             log.error("partitions_not_saved", topic=name, error=str(exc))
             return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save topic {name}: {exc}")
-        self.ensure_logs(topic)
+        failure = await self._build_logs(topic, first_new)
+        if failure is not None:
+            return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the new logs of {name}: {failure}")
         log.info("partitions_created", topic=name, partitions=count)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
 
@@ -158,8 +226,9 @@ class TopicManager:
                 ErrorCode.INVALID_PARTITIONS,
                 f"The topic {name} currently has {topic.partitions} partition(s); {count} would not be an increase.",
             )
-        if count > MAX_PARTITIONS_PER_TOPIC:
-            return TopicOutcome(ErrorCode.INVALID_PARTITIONS, _OVER_THE_LIMIT)
+        over_budget = self._descriptor_problem(count - topic.partitions)
+        if over_budget is not None:
+            return over_budget
         if assignments is None:
             return None
         added = count - topic.partitions
@@ -190,13 +259,16 @@ class TopicManager:
             previous = broker_id
         return None
 
-    def ensure_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
-        """Create an internal topic (``__transaction_state``, ``__consumer_offsets``) unless it exists."""
+    async def ensure_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        """Create an internal topic (``__transaction_state``, ``__consumer_offsets``) unless it exists; returns once
+        its logs exist, also when another request's creation of it is under way. Raises OSError when its metadata
+        cannot be written; logs that cannot be created are logged (appends to them fail) and made at the next start."""
+        await self._settled(name)
         topic = self._broker.metadata.get(name)
         if topic is None:
             topic = self._broker.metadata.add(name, partitions, configs)
-            self.ensure_logs(topic)
-            log.info("internal_topic_created", topic=name, partitions=partitions)
+            if await self._build_logs(topic, 0) is None:
+                log.info("internal_topic_created", topic=name, partitions=partitions)
         return topic
 
     def alter_configs(
@@ -257,6 +329,7 @@ class TopicManager:
                         ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot delete the committed offsets of {name}: {error.name}"
                     )
                 fault_point("topic.after_offsets_deleted")
+                await self._settled(name)  # a creation of its logs (CreateTopics, CreatePartitions) ends first
                 return self._remove(name)
             finally:
                 self.deleting.discard(name)

@@ -28,6 +28,8 @@ Points (where they are reached):
 - ``group.after_offset_append``: a group's offset commit (plain or transactional) is appended to
   ``__consumer_offsets``, not yet fsynced or answered.
 - ``topic.after_offsets_deleted``: a topic deletion's offset tombstones are durable, the topic is not removed yet.
+- ``topic.partition_created``: a new topic's (or CreatePartitions') metadata is durable and one more of its partition
+  logs exists; reached in the worker thread that creates them, once per partition.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ KNOWN_POINTS = frozenset(
         "cleaner.after_swap_rename",
         "group.after_offset_append",
         "topic.after_offsets_deleted",
+        "topic.partition_created",
     }
 )
 ACTIONS = frozenset({"crash", "delay", "eio", "eio-always"})

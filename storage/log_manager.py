@@ -7,6 +7,12 @@ Checkpoints are written one at a time, whichever thread writes them, each with t
 start offset raised by ``advance_log_start_offsets`` is in the file before it is in the log.
 Partition directories are ``<topic>-<partition>``; other entries are ignored, except
 ``*-delete`` directories (a topic deletion interrupted by a crash), which are removed.
+
+Threads: the set of open logs (``_logs``) is changed by one owner thread only -- the one that calls ``load``,
+``create``, ``register`` and ``delete_topic`` (the broker's event loop once it serves; its loading thread before).
+Other threads never see it half-changed: ``open_new`` builds a log without touching it, so the owner can build
+logs in a worker thread and ``register`` them itself, and the readers that may run in another thread
+(``all_logs``, ``checkpoint``, ``flush_and_checkpoint``) first copy it in one call (atomic in CPython).
 """
 
 from __future__ import annotations
@@ -79,13 +85,26 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
-        """Return the partition's log, creating its directory when it does not exist yet."""
-        key = (topic, partition)
-        log = self._logs.get(key)
+        """Return the partition's log, creating its directory when it does not exist yet (owner thread only)."""
+        log = self._logs.get((topic, partition))
         if log is None:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            log = PartitionLog.open(self.data_dir / f"{topic}-{partition}", config or self.default_config)
-            self._logs[key] = log
+            log = self.register(self.open_new(topic, partition, config))
+        return log
+
+    def open_new(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """Open the partition's log, creating its directory and first segment when missing, WITHOUT making it one of
+        the manager's logs (``register`` does that). Touches no state of the manager, so any thread may call it; a
+        log opened so must be registered or closed."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return PartitionLog.open(self.data_dir / f"{topic}-{partition}", config or self.default_config)
+
+    def register(self, log: PartitionLog) -> PartitionLog:
+        """Make ``log`` (from ``open_new``) one of the manager's logs (owner thread only). Raises ValueError when its
+        partition already has a log."""
+        key = (log.topic, log.partition)
+        if key in self._logs:
+            raise ValueError(f"{log.topic}-{log.partition} already has a log")
+        self._logs[key] = log
         return log
 
     def delete_topic(self, topic: str) -> None:
@@ -103,6 +122,7 @@ class LogManager:
         self.checkpoint()
 
     def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
+        """A copy of the open logs, taken in one call: safe from any thread."""
         return dict(self._logs)
 
     def flush_and_checkpoint(self) -> list[Exception]:
@@ -113,7 +133,7 @@ class LogManager:
         everything done). Running it again later retries.
         """
         failures: list[Exception] = []
-        for log in list(self._logs.values()):
+        for log in self.all_logs().values():
             try:
                 log.flush()
             except (OSError, StorageError) as exc:
@@ -128,13 +148,12 @@ class LogManager:
         """Atomically write the recovery-point and log-start-offset checkpoints of every log."""
         with self._checkpoint_lock:
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            logs = self.all_logs()
             write_offset_checkpoint(
-                self.data_dir / RECOVERY_POINT_CHECKPOINT,
-                {k: log.recovery_point for k, log in self._logs.items()},
+                self.data_dir / RECOVERY_POINT_CHECKPOINT, {k: log.recovery_point for k, log in logs.items()}
             )
             write_offset_checkpoint(
-                self.data_dir / LOG_START_OFFSET_CHECKPOINT,
-                {k: log.log_start_offset for k, log in self._logs.items()},
+                self.data_dir / LOG_START_OFFSET_CHECKPOINT, {k: log.log_start_offset for k, log in logs.items()}
             )
 
     def advance_log_start_offsets(self, targets: Mapping[tuple[str, int], int]) -> None:

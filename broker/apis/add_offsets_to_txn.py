@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 async def handle(broker: BrokerNode, request: Request) -> dict:
     body = request.body
-    broker.ensure_offsets_topic()
+    await broker.ensure_offsets_topic()
     error = await broker.transactions.add_partitions(
         body.transactional_id,
         body.producer_id,

@@ -24,7 +24,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
         if counts[topic.name] > 1:
             continue
         assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
-        outcome = broker.topics.create_partitions(
+        outcome = await broker.topics.create_partitions(
             topic.name, topic.count, assignments, validate_only=body.validate_only
         )
         results.append(_result(topic.name, outcome))

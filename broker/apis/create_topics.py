@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
 
 
-def _create(broker: BrokerNode, topic, validate_only: bool) -> TopicOutcome:
+async def _create(broker: BrokerNode, topic, validate_only: bool) -> TopicOutcome:
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
     if topic.assignments:
         if num_partitions != USE_BROKER_DEFAULT or replication_factor != USE_BROKER_DEFAULT:
@@ -30,7 +30,9 @@ def _create(broker: BrokerNode, topic, validate_only: bool) -> TopicOutcome:
             return TopicOutcome(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Only broker {broker.node_id} exists.")
         num_partitions, replication_factor = len(indexes), 1
     configs = {c.name: c.value for c in topic.configs}
-    return broker.topics.create(topic.name, num_partitions, replication_factor, configs, validate_only=validate_only)
+    return await broker.topics.create(
+        topic.name, num_partitions, replication_factor, configs, validate_only=validate_only
+    )
 
 
 async def handle(broker: BrokerNode, request: Request) -> dict:
@@ -43,7 +45,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
                 ErrorCode.INVALID_REQUEST, "Create topics request from client contains a duplicate topic."
             )
         else:
-            outcome = _create(broker, topic, body.validate_only)
+            outcome = await _create(broker, topic, body.validate_only)
         created = broker.metadata.get(topic.name) if outcome.error == ErrorCode.NONE else None
         results.append(
             {

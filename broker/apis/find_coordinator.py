@@ -21,7 +21,7 @@ TRANSACTION = 1
 BATCHED_VERSION = 4
 
 
-def _lookup(broker: BrokerNode, key: str, key_type: int) -> dict:
+async def _lookup(broker: BrokerNode, key: str, key_type: int) -> dict:
     advertised = broker.advertised
     entry = {
         "key": key,
@@ -35,9 +35,9 @@ def _lookup(broker: BrokerNode, key: str, key_type: int) -> dict:
         if not key:
             entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Transactional id must not be empty")
         else:
-            broker.transactions.state_log.ensure_topic()
+            await broker.transactions.state_log.ensure_topic()
     elif key_type == GROUP:
-        broker.ensure_offsets_topic()
+        await broker.ensure_offsets_topic()
     else:
         entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unknown coordinator type {key_type}")
     if entry["error_code"] != ErrorCode.NONE:
@@ -50,7 +50,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
     if request.version >= BATCHED_VERSION:
         return {
             "throttle_time_ms": 0,
-            "coordinators": [_lookup(broker, k, body.key_type) for k in body.coordinator_keys],
+            "coordinators": [await _lookup(broker, k, body.key_type) for k in body.coordinator_keys],
         }
-    entry = _lookup(broker, body.key, body.key_type)
+    entry = await _lookup(broker, body.key, body.key_type)
     return {"throttle_time_ms": 0, **entry}

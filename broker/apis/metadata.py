@@ -13,29 +13,36 @@ if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
 
 NO_LEADER_EPOCH = -1
+#: Kafka's MetadataResponse.NO_LEADER_ID.
+NO_LEADER_ID = -1
 
 
 def topic_entry(broker: BrokerNode, topic: TopicInfo) -> dict:
-    node_id = broker.node_id
+    """The topic's metadata. A partition whose log does not exist yet (its creation is under way, or failed until
+    the next start) is LEADER_NOT_AVAILABLE with leader -1, as Kafka reports a partition without a live leader, so
+    clients wait and ask again instead of sending it requests."""
     return {
         "error_code": ErrorCode.NONE,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
-        "partitions": [
-            {
-                "error_code": ErrorCode.NONE,
-                "partition_index": partition,
-                "leader_id": node_id,
-                # No leader epochs are exposed (-1), so clients skip OffsetForLeaderEpoch validation.
-                "leader_epoch": NO_LEADER_EPOCH,
-                "replica_nodes": [node_id],
-                "isr_nodes": [node_id],
-                "offline_replicas": [],
-            }
-            for partition in range(topic.partitions)
-        ],
+        "partitions": [_partition_entry(broker, topic.name, partition) for partition in range(topic.partitions)],
         "topic_authorized_operations": OMITTED,
+    }
+
+
+def _partition_entry(broker: BrokerNode, topic: str, partition: int) -> dict:
+    node_id = broker.node_id
+    available = broker.logs.get(topic, partition) is not None
+    return {
+        "error_code": ErrorCode.NONE if available else ErrorCode.LEADER_NOT_AVAILABLE,
+        "partition_index": partition,
+        "leader_id": node_id if available else NO_LEADER_ID,
+        # No leader epochs are exposed (-1), so clients skip OffsetForLeaderEpoch validation.
+        "leader_epoch": NO_LEADER_EPOCH,
+        "replica_nodes": [node_id],
+        "isr_nodes": [node_id],
+        "offline_replicas": [],
     }
 
 
@@ -71,7 +78,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
             elif name is None or topic_name_problem(name) is not None:
                 topics.append(error_entry(name or "", ErrorCode.INVALID_TOPIC_EXCEPTION))
             elif allow_create and name not in INTERNAL_TOPICS:
-                outcome = broker.topics.create(name)
+                outcome = await broker.topics.create(name)
                 if outcome.topic is not None:
                     topics.append(topic_entry(broker, outcome.topic))
                 else:

@@ -120,7 +120,7 @@ class GroupCoordinator(OffsetsMixin):
             return join_error(ErrorCode.INVALID_GROUP_ID, request.member_id)
         if not self._min_session_ms <= request.session_timeout_ms <= self._max_session_ms:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
-        self._broker.ensure_offsets_topic()
+        await self._broker.ensure_offsets_topic()
         async with self._locks[request.group_id]:
             group = self._groups.get(request.group_id)
             if group is None:

@@ -145,7 +145,7 @@ class OffsetsMixin:
         """Kafka's handleCommitOffsets: one error per partition."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        self._broker.ensure_offsets_topic()
+        await self._broker.ensure_offsets_topic()
         async with self._locks[group_id]:
             group = self._groups.get(group_id)
             if group is None:
@@ -225,7 +225,7 @@ class OffsetsMixin:
         """Kafka's handleTxnCommitOffsets (with KIP-890's check that the partition is in the transaction)."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        self._broker.ensure_offsets_topic()
+        await self._broker.ensure_offsets_topic()
         async with self._locks[group_id]:
             group = self._groups.get(group_id)
             if group is None:

@@ -89,7 +89,7 @@ class GroupLog:
     ) -> tuple[ErrorCode, int]:
         """Append ``records`` (key, value) in one batch -- transactional when ``producer_id`` >= 0 -- and wait until
         it is durable. Returns (error, offset of the first record)."""
-        self._broker.ensure_offsets_topic()
+        await self._broker.ensure_offsets_topic()
         transactional = producer_id >= 0
         batch = encode_batch(
             [SimpleRecord(key, value) for key, value in records],

@@ -170,7 +170,7 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if not 0 < timeout_ms <= self._max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        self.state_log.ensure_topic()
+        await self.state_log.ensure_topic()
         async with self._locks[transactional_id]:
             metadata = self._transactions.get(transactional_id)
             now = now_ms()

@@ -95,9 +95,9 @@ class TransactionStateLog:
     def partition_for(self, transactional_id: str) -> int:
         return partition_for_key(transactional_id, self.num_partitions)
 
-    def ensure_topic(self) -> None:
-        """Create ``__transaction_state`` on first use, as Kafka does."""
-        self._broker.topics.ensure_internal(
+    async def ensure_topic(self) -> None:
+        """Create ``__transaction_state`` on first use, as Kafka does; returns once its logs exist."""
+        await self._broker.topics.ensure_internal(
             TRANSACTION_STATE_TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS[TRANSACTION_STATE_TOPIC]
         )
 
@@ -106,7 +106,7 @@ class TransactionStateLog:
 
         Raises StateLogError when the append fails.
         """
-        self.ensure_topic()
+        await self.ensure_topic()
         value = (
             encode_txn_log_value(to_log_value(metadata), version=log_value_version(metadata))
             if metadata is not None

@@ -216,7 +216,7 @@ async def test_broker_configs_cannot_be_updated_dynamically(broker, client) -> N
 
 
 async def test_internal_topics_keep_their_fixed_settings(broker, client) -> None:
-    broker.node.ensure_offsets_topic()
+    await broker.node.ensure_offsets_topic()
     topic = "__consumer_offsets"
     code, message = await _alter(client, topic, ("cleanup.policy", SET, "delete"))
     assert code == ErrorCode.INVALID_CONFIG

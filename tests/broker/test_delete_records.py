@@ -94,7 +94,7 @@ async def test_minus_one_means_the_high_watermark(broker, client) -> None:
 async def test_errors_as_kafka_answers_them(broker, client) -> None:
     await _create(client, "plain", partitions=2)
     await _create(client, "keyed", cleanup_policy="compact")
-    broker.node.ensure_offsets_topic()
+    await broker.node.ensure_offsets_topic()
     await _produce(client, "plain", [b"a", b"b", b"c"])
     answer = await _delete(
         client,

@@ -206,8 +206,8 @@ async def test_cleanup_policy_reaches_the_logs_and_internal_topics_are_compacted
     await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("aged"))
     assert broker.node.logs.get("kept", 0).config.cleanup_policy == ("compact",)
     assert broker.node.logs.get("aged", 0).config.cleanup_policy == ("delete",)
-    broker.node.ensure_offsets_topic()
-    broker.node.transactions.state_log.ensure_topic()
+    await broker.node.ensure_offsets_topic()
+    await broker.node.transactions.state_log.ensure_topic()
     for topic in ("__consumer_offsets", "__transaction_state"):
         config = broker.node.logs.get(topic, 0).config
         assert (config.cleanup_policy, config.deletes, config.segment_bytes) == (("compact",), False, 104857600)
@@ -216,7 +216,7 @@ async def test_cleanup_policy_reaches_the_logs_and_internal_topics_are_compacted
 async def test_internal_topics_created_before_the_policy_existed_are_compacted(start_broker, tmp_path) -> None:
     data = tmp_path / "old-data"
     broker = await start_broker(data)
-    broker.node.topics.ensure_internal("__consumer_offsets", 2, {"segment.bytes": "104857600"})  # as before
+    await broker.node.topics.ensure_internal("__consumer_offsets", 2, {"segment.bytes": "104857600"})  # as before
     assert broker.node.metadata.get("__consumer_offsets").configs == {"segment.bytes": "104857600"}
     await broker.stop()
 

@@ -263,7 +263,7 @@ async def test_consumer_offsets_follow_the_broker_default_unless_overridden(gate
     broker, gate = await gated(**PAGE_CACHE_BROKER)
     client = await broker.connect()
     await _create(client, "t")
-    broker.node.ensure_offsets_topic()
+    await broker.node.ensure_offsets_topic()
     gate.close()
     with trio.fail_after(10):
         assert await commit(client, {("t", 0): (1, "")}) == {("t", 0): ErrorCode.NONE}

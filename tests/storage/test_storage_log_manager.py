@@ -116,3 +116,18 @@ def test_delete_topic(tmp_path: Path) -> None:
     again = LogManager(tmp_path, CONFIG)
     again.load(now_ms=0)
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["gone-too-0"]
+
+
+def test_open_new_builds_a_log_that_only_register_adds(tmp_path: Path) -> None:
+    """``open_new`` makes the directory and segment but leaves the manager's logs alone (it may run in another
+    thread); ``register`` adds the log, once."""
+    manager = LogManager(tmp_path, LogConfig())
+    manager.load(now_ms=0)
+    built = manager.open_new("fresh", 3)
+    assert (tmp_path / "fresh-3").is_dir() and manager.get("fresh", 3) is None and manager.all_logs() == {}
+    assert manager.register(built) is built and manager.get("fresh", 3) is built
+    duplicate = manager.open_new("fresh", 3)
+    with pytest.raises(ValueError, match="already has a log"):
+        manager.register(duplicate)
+    duplicate.close()
+    assert manager.create("fresh", 3) is built
