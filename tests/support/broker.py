@@ -7,7 +7,8 @@ Guaranteed: ``start()`` returns only once the port accepts connections, or raise
 carrying the broker's stderr; ``stop()``/``kill()`` leave no process behind; ``restart()`` reuses the same
 data dir and port(s). ``listeners=("PLAINTEXT", "SASL_PLAINTEXT")`` runs one listener per name, each on a free
 port of its own (``ports[name]``, ``bootstrap_for(name)``; the first is ``port``), passed as ``--listen
-NAME://127.0.0.1:PORT,...``; ``start()`` then waits for every one of them. Stderr goes to ``<data_dir>/../broker-<port>.stderr.log`` (appended across restarts).
+NAME://127.0.0.1:PORT,...``; ``start()`` then waits for every one of them.
+Stderr goes to ``<data_dir>/../broker-<port>.stderr.log`` (appended across restarts).
 """
 
 from __future__ import annotations
