@@ -77,6 +77,12 @@ PROPERTIES: dict[str, PropertySpec] = {
         ),
         PropertySpec("socket.request.max.bytes", int, 104857600, "Largest request frame accepted."),
         PropertySpec("connections.max.idle.ms", int, 600000, "Idle connections are closed after this."),
+        PropertySpec(
+            "connection.failed.authentication.delay.ms",
+            int,
+            100,
+            "How long a connection whose SASL authentication failed stays open after the error response is sent.",
+        ),
         # segment.bytes at least LegacyRecord.RECORD_OVERHEAD_V0, as in Kafka's LogConfig.
         PropertySpec(
             "log.segment.bytes",

@@ -221,6 +221,10 @@ class Connection:
             if step.raw is not None:
                 await self._sock.send_all(_SIZE.pack(len(step.raw)) + step.raw)
             if step.close:
+                # Kafka delays closing a connection that failed authentication (KIP-306's
+                # connection.failed.authentication.delay.ms): the client reads the error before the connection ends.
+                if step.response is not None or step.raw is not None:
+                    await trio.sleep(self._broker.config.get_int("connection.failed.authentication.delay.ms") / 1000)
                 log.info(
                     "authentication_failed",
                     client=self._client_host,
