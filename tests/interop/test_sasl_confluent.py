@@ -3,6 +3,7 @@ PLAINTEXT listener on the same broker; SCRAM users come from AdminClient.alter_u
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +17,10 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from support.broker import BrokerProcess
+from support.broker import BrokerProcess, BrokerStartError, default_command
 from support.confluent_io import consume_all, produce_all
 from support.dataset import check_roundtrip, make_records
-from support.sasl import librdkafka_sasl, sasl_broker_process
+from support.sasl import PLAIN_USERS, librdkafka_sasl, sasl_broker_process
 from support.topics import create_topic_confluent
 
 PARTITIONS = 2
@@ -160,3 +161,40 @@ def test_credentials_survive_a_restart(tmp_path: Path, hard: bool) -> None:
         assert [b.port for b in metadata.brokers.values()] == [proc.ports["SASL_PLAINTEXT"]]
     finally:
         proc.close()
+
+
+def test_add_scram_command_gives_a_first_user(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    command = [*default_command()[:-1], "add-scram", "--data-dir", str(data_dir),
+               "SCRAM-SHA-256=[name=ops,password=ops-secret,iterations=8192]"]
+    subprocess.run(command, check=True, timeout=DEADLINE_S, capture_output=True)
+    assert "ops-secret" not in (data_dir / "scram-credentials.json").read_text()
+    proc = sasl_broker_process(data_dir)
+    try:
+        proc.start()
+        admin = AdminClient(librdkafka_sasl(proc, "SCRAM-SHA-256", "ops", "ops-secret"))
+        described = admin.describe_user_scram_credentials(["ops"])["ops"].result(timeout=DEADLINE_S)
+        assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+            (ScramMechanism.SCRAM_SHA_256, 8192)
+        ]
+    finally:
+        proc.close()
+
+
+def test_kafkas_default_gssapi_refuses_to_start(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", listeners=("SASL_PLAINTEXT",))
+    with pytest.raises(BrokerStartError) as error:
+        proc.start()
+    assert "sasl.enabled.mechanisms=GSSAPI" in str(error.value)
+    proc.close()
+
+
+def test_no_password_reaches_the_broker_log(sasl_broker: BrokerProcess) -> None:
+    """Runs after the module's logins, good and bad. The harness's own ``==== start`` lines echo the command line
+    (which holds the JAAS config); the broker's lines must not."""
+    broker_lines = [line for line in sasl_broker.stderr_tail(10_000_000).splitlines()
+                    if not line.startswith("==== start")]
+    assert any("authentication_failed" in line for line in broker_lines)
+    secrets = [*PLAIN_USERS.values(), *(password for _, _, password in LOGINS), "wrong"]
+    leaked = [line for line in broker_lines for secret in secrets if secret in line]
+    assert not leaked, leaked[:3]
