@@ -1,7 +1,8 @@
 """SaslHandshake (key 17, KIP-43): versions 0-1, never flexible.
 
 v0 is followed by raw size-prefixed SASL tokens; v1 by SaslAuthenticate requests (KIP-152). Kafka 4.x still accepts
-both (Kafka's SaslHandshakeRequest.json, validVersions 0-1).
+both: KIP-896 kept v0 for kafka-python 2.0 (KAFKA-18270), and librdkafka looks for v0 in the advertised range before it
+tries SASL at all.
 """
 
 from oncelog.protocol.schema import F, Message
