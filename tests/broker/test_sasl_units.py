@@ -269,3 +269,23 @@ def test_sasl_start_up_checks(tmp_path: Path) -> None:
     assert node.sasl["SASL_PLAINTEXT"].plain_passwords == {"alice": "alice-secret"}
     assert "alice-secret" not in repr(node.sasl["SASL_PLAINTEXT"])
     assert set(node.sasl) == {"SASL_PLAINTEXT"}
+
+
+def test_the_old_listen_and_advertise_flags_still_work(tmp_path: Path) -> None:
+    from oncelog.broker.cli import build_parser, resolve_config
+
+    args = build_parser().parse_args(
+        ["broker", "--data-dir", str(tmp_path), "--listen", "0.0.0.0:0", "--advertise", "localhost:9999"]
+    )
+    node = BrokerNode(resolve_config(args))
+    assert node.listeners == [Listener("PLAINTEXT", "PLAINTEXT", "0.0.0.0", 0)]
+    assert node.advertised_for("PLAINTEXT") == Endpoint("localhost", 9999, "PLAINTEXT")
+    args = build_parser().parse_args(
+        ["broker", "--data-dir", str(tmp_path), "--listen", "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+         "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"]
+    )
+    node = BrokerNode(resolve_config(args))
+    assert [listener.name for listener in node.listeners] == ["PLAINTEXT", "INTERNAL"]
+    node.bound_ports.update({"PLAINTEXT": 1234, "INTERNAL": 5678})  # as run() fills them once bound
+    assert node.advertised_for("INTERNAL") == Endpoint("127.0.0.1", 5678, "INTERNAL")
+    assert node.advertised == Endpoint("127.0.0.1", 1234, "PLAINTEXT")
