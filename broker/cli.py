@@ -1,5 +1,6 @@
-"""The ``oncelog`` command: ``oncelog broker`` runs a single-node broker until SIGTERM/SIGINT; the other commands
-(``topic``, ``produce``, ``consume``, ``txn``, ``group``, ``copy``) are the bundled client's tools."""
+"""The ``oncelog`` command: ``oncelog broker`` runs a single-node broker until SIGTERM/SIGINT; ``oncelog add-scram``
+adds SCRAM users to a data dir offline; the other commands (``topic``, ``produce``, ``consume``, ``txn``, ``group``,
+``copy``) are the bundled client's tools."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import structlog
 import trio
 from oncelog.broker.allocator import fix_malloc_thresholds
 from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
-from oncelog.broker.node import BrokerNode, Endpoint
+from oncelog.broker.node import BrokerNode
+from oncelog.broker.sasl.add_scram import add_scram_users, parse_spec
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_DATA_DIR = "./oncelog-data"
@@ -42,21 +44,32 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     broker = commands.add_parser("broker", help="run a single-node broker")
     broker.add_argument("--data-dir", default=None, help=f"partition logs live here (default {DEFAULT_DATA_DIR})")
-    broker.add_argument("--listen", default=None, help=f"HOST:PORT to listen on (default {DEFAULT_LISTEN})")
-    broker.add_argument("--advertise", default=None, help="HOST:PORT given to clients (default: the listener)")
+    broker.add_argument(
+        "--listen",
+        default=None,
+        help=f"listeners: [NAME://]HOST:PORT[,...] (default {DEFAULT_LISTEN}; no NAME:// means PLAINTEXT)",
+    )
+    broker.add_argument(
+        "--advertise", default=None, help="advertised.listeners: [NAME://]HOST:PORT[,...] (default: the listeners)"
+    )
     broker.add_argument("--node-id", type=int, default=None, help="broker id (node.id, default 1)")
     broker.add_argument("--config", type=Path, default=None, help="Kafka-style properties file")
     broker.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a property (repeatable)"
     )
     broker.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_scram = commands.add_parser("add-scram", help="add SCRAM users to a data dir (broker stopped)")
+    add_scram.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"the broker's data dir ({DEFAULT_DATA_DIR})")
+    add_scram.add_argument(
+        "specs", nargs="+", metavar="SPEC", help="MECHANISM=[name=NAME,password=PASSWORD[,iterations=N]]"
+    )
     from oncelog.client.cli import add_subcommands
 
     add_subcommands(commands)
     return parser
 
 
-def resolve_config(args: argparse.Namespace) -> tuple[BrokerConfig, Endpoint, Endpoint | None]:
+def resolve_config(args: argparse.Namespace) -> BrokerConfig:
     """File, then --set, then the dedicated flags (which win)."""
     file_values = read_properties_file(args.config) if args.config else {}
     flags: dict[str, str] = {}
@@ -68,11 +81,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[BrokerConfig, Endpoint, En
         flags["listeners"] = args.listen
     if args.advertise is not None:
         flags["advertised.listeners"] = args.advertise
-    config = BrokerConfig.from_sources(file_values, parse_overrides(args.set), flags)
-    listen = Endpoint.parse(config.get_str("listeners"))
-    advertised_text = config.get_str("advertised.listeners")
-    advertise = Endpoint.parse(advertised_text) if advertised_text else None
-    return config, listen, advertise
+    return BrokerConfig.from_sources(file_values, parse_overrides(args.set), flags)
 
 
 async def run_broker(node: BrokerNode) -> None:
@@ -94,17 +103,24 @@ async def run_broker(node: BrokerNode) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "add-scram":
+        try:
+            add_scram_users(Path(args.data_dir), [parse_spec(spec) for spec in args.specs])
+        except (ValueError, OSError) as exc:
+            print(f"oncelog add-scram: {exc}", file=sys.stderr)
+            return 2
+        return 0
     if args.command != "broker":
         from oncelog.client.cli import run
 
         return run(args)
     configure_logging(args.log_level)
     try:
-        config, listen, advertise = resolve_config(args)
+        node = BrokerNode(resolve_config(args))
     except (ConfigError, ValueError, OSError) as exc:
         print(f"oncelog: {exc}", file=sys.stderr)
         return 2
-    trio.run(run_broker, BrokerNode(config, listen, advertise))
+    trio.run(run_broker, node)
     return 0
 
 

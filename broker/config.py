@@ -43,8 +43,31 @@ PROPERTIES: dict[str, PropertySpec] = {
     for s in (
         PropertySpec("node.id", int, 1, "This broker's id."),
         PropertySpec("log.dirs", str, "./oncelog-data", "Directory holding the partition logs."),
-        PropertySpec("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
-        PropertySpec("advertised.listeners", str, "", "Address given to clients (default: the listener)."),
+        PropertySpec(
+            "listeners",
+            str,
+            "PLAINTEXT://127.0.0.1:9092",
+            "Where the broker listens: comma-separated NAME://HOST:PORT (HOST:PORT alone is PLAINTEXT).",
+        ),
+        PropertySpec(
+            "advertised.listeners",
+            str,
+            "",
+            "Addresses given to clients, NAME://HOST:PORT per listener (default: the listener's own).",
+        ),
+        PropertySpec(
+            "listener.security.protocol.map",
+            str,
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "Listener name -> security protocol (PLAINTEXT, SASL_PLAINTEXT; SSL and SASL_SSL not served yet).",
+        ),
+        PropertySpec(
+            "sasl.enabled.mechanisms",
+            str,
+            "GSSAPI",
+            "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is not "
+            "supported: a SASL listener then refuses to start).",
+        ),
         PropertySpec("num.partitions", int, 1, "Partitions of an auto-created topic."),
         PropertySpec("default.replication.factor", int, 1, "Replication factor of an auto-created topic."),
         PropertySpec("auto.create.topics.enable", bool, True, "Create unknown topics on Metadata requests."),
@@ -54,6 +77,12 @@ PROPERTIES: dict[str, PropertySpec] = {
         ),
         PropertySpec("socket.request.max.bytes", int, 104857600, "Largest request frame accepted."),
         PropertySpec("connections.max.idle.ms", int, 600000, "Idle connections are closed after this."),
+        PropertySpec(
+            "connection.failed.authentication.delay.ms",
+            int,
+            100,
+            "How long a connection whose SASL authentication failed stays open after the error response is sent.",
+        ),
         # segment.bytes at least LegacyRecord.RECORD_OVERHEAD_V0, as in Kafka's LogConfig.
         PropertySpec(
             "log.segment.bytes",
@@ -195,6 +224,17 @@ PROPERTIES: dict[str, PropertySpec] = {
 TOPIC_PROPERTIES: dict[str, str] = {s.topic_name: s.name for s in PROPERTIES.values() if s.topic_name}
 
 
+#: Kafka's per-listener settings, ``listener.name.<listener>.<...>``, that this broker reads: a listener's own
+#: ``sasl.enabled.mechanisms`` and each mechanism's ``<mechanism>.sasl.jaas.config``.
+LISTENER_PROPERTY_PREFIX = "listener.name."
+_LISTENER_PROPERTY_SUFFIXES = ("sasl.enabled.mechanisms", "sasl.jaas.config")
+
+
+def is_listener_property(name: str) -> bool:
+    """Whether ``name`` is a per-listener property this broker understands (see LISTENER_PROPERTY_PREFIX)."""
+    return name.startswith(LISTENER_PROPERTY_PREFIX) and name.endswith(_LISTENER_PROPERTY_SUFFIXES)
+
+
 def parse_value(spec: PropertySpec, raw: str, name: str | None = None) -> object:
     """Convert a property's text to its type; raises ConfigError in Kafka's words (``Invalid value X for
     configuration NAME: why``), naming ``name`` (default: the broker property's name)."""
@@ -266,9 +306,12 @@ class BrokerConfig:
         for source in sources:
             for name, raw in source.items():
                 spec = PROPERTIES.get(name)
-                if spec is None:
+                if spec is not None:
+                    values[name] = parse_value(spec, raw)
+                elif is_listener_property(name):
+                    values[name] = raw.strip()
+                else:
                     raise ConfigError(f"unknown property {name!r}")
-                values[name] = parse_value(spec, raw)
                 explicit.add(name)
         config = cls(values, frozenset(explicit))
         config.validate()
@@ -287,6 +330,11 @@ class BrokerConfig:
 
     def get_str(self, name: str) -> str:
         return str(self.values[name])
+
+    def get_optional(self, name: str) -> str | None:
+        """A per-listener property's text, or None when it is not set."""
+        value = self.values.get(name)
+        return None if value is None else str(value)
 
     def with_values(self, **overrides: object) -> BrokerConfig:
         """A copy with some properties replaced (keys use underscores for dots)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -18,10 +17,20 @@ from oncelog.broker.clock import now_ms
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
+from oncelog.broker.listeners import (
+    Endpoint,
+    Listener,
+    advertised_address,
+    parse_advertised,
+    parse_listeners,
+    parse_protocol_map,
+)
 from oncelog.broker.log_compactor import LogCompactor
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFIGS, MetadataStore
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
+from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
+from oncelog.broker.sasl.credentials import ScramCredentialStore
 from oncelog.broker.server import serve
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
@@ -34,30 +43,32 @@ from oncelog.storage.log_manager import LogManager
 log = structlog.get_logger(__name__)
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, text: str) -> Endpoint:
-        """Parse ``HOST:PORT`` (also ``PLAINTEXT://HOST:PORT`` and ``[v6]:PORT``)."""
-        text = text.split("://", 1)[-1]
-        host, sep, port = text.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"expected HOST:PORT, got {text!r}")
-        return cls(host.strip("[]") or "0.0.0.0", int(port))
-
-
 class BrokerNode:
     """Composition root of the broker; handlers reach every component through it."""
 
-    def __init__(self, config: BrokerConfig, listen: Endpoint, advertise: Endpoint | None = None) -> None:
+    def __init__(self, config: BrokerConfig, listen: Endpoint | None = None, advertise: Endpoint | None = None) -> None:
+        """Listeners come from ``listeners`` / ``advertised.listeners`` / ``listener.security.protocol.map``;
+        ``listen`` / ``advertise`` (the old single-listener form) replace them with one PLAINTEXT listener.
+        Raises ConfigError for listeners or SASL settings Kafka would refuse or this broker cannot serve."""
         self.config = config
         self.node_id = config.get_int("node.id")
         self.data_dir = Path(config.get_str("log.dirs"))
-        self.listen = listen
-        self._advertise = advertise
+        protocol_map = parse_protocol_map(config.get_str("listener.security.protocol.map"))
+        if listen is not None:
+            text = f"{listen.name or 'PLAINTEXT'}://[{listen.host}]:{listen.port}"
+            self.listeners: list[Listener] = parse_listeners(text, protocol_map)
+        else:
+            self.listeners = parse_listeners(config.get_str("listeners"), protocol_map)
+        advertised_text = config.get_str("advertised.listeners")
+        if advertise is not None:
+            advertised_text = f"{advertise.name or self.listeners[0].name}://[{advertise.host}]:{advertise.port}"
+        self._advertised = parse_advertised(advertised_text, self.listeners)
+        #: Per SASL listener name: its mechanisms and their server-side settings.
+        self.sasl: dict[str, SaslListenerConfig] = {
+            listener.name: sasl_listener_config(config, listener) for listener in self.listeners if listener.uses_sasl
+        }
+        #: Each listener's bound port once serving (its configured port, or the one the OS chose for port 0).
+        self.bound_ports: dict[str, int] = {}
         self.metadata = MetadataStore(self.data_dir)
         self.logs = LogManager(self.data_dir, config.log_config())
         self.flusher = LogFlusher(
@@ -73,15 +84,19 @@ class BrokerNode:
         #: not change a log's segments at once.
         self._housekeeping = trio.Lock()
         self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
+        #: The first listener's bound port once serving.
         self.port: int | None = None
 
     @property
     def advertised(self) -> Endpoint:
-        """Where clients are told to connect: --advertise, else the listener (its bound port)."""
-        if self._advertise is not None:
-            return self._advertise
-        host = self.listen.host if self.listen.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        return Endpoint(host, self.port if self.port is not None else self.listen.port)
+        """The first listener's advertised address."""
+        return self.advertised_for(None)
+
+    def advertised_for(self, listener_name: str | None) -> Endpoint:
+        """Where clients of the listener named ``listener_name`` (None: the first) are told to connect."""
+        listener = next((lst for lst in self.listeners if lst.name == listener_name), self.listeners[0])
+        return advertised_address(listener, self._advertised, self.bound_ports.get(listener.name))
 
     async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` on first use (group lookups, AddOffsetsToTxn), as Kafka does; returns once
@@ -104,6 +119,7 @@ class BrokerNode:
     def _load(self) -> None:
         started = time.monotonic()
         self.metadata.load()
+        self.scram_credentials.load()
         self.producer_ids.load()
         self.logs.load(now_ms(), config_for=self.topic_log_config)
         for topic in self.metadata.topics.values():
@@ -119,7 +135,7 @@ class BrokerNode:
         )
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until cancelled; reports the bound port once clients can connect."""
+        """Serve until cancelled; reports the first listener's bound port once clients can connect to every listener."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         await trio.to_thread.run_sync(self._load)
         try:
@@ -132,8 +148,17 @@ class BrokerNode:
                 if self.config.get_bool("log.cleaner.enable"):
                     nursery.start_soon(self.compactor.run)
                 nursery.start_soon(self._checkpoint_loop)
-                self.port = await nursery.start(serve, self, self.listen.host, self.listen.port)
-                log.info("started", node_id=self.node_id, advertised=f"{self.advertised.host}:{self.advertised.port}")
+                for listener in self.listeners:
+                    self.bound_ports[listener.name] = await nursery.start(serve, self, listener)
+                self.port = self.bound_ports[self.listeners[0].name]
+                log.info(
+                    "started",
+                    node_id=self.node_id,
+                    advertised=",".join(
+                        f"{lst.name}://{self.advertised_for(lst.name).host}:{self.advertised_for(lst.name).port}"
+                        for lst in self.listeners
+                    ),
+                )
                 task_status.started(self.port)
         finally:
             with trio.CancelScope(shield=True):

@@ -16,6 +16,8 @@ class Request:
     header: RequestHeader
     body: Any
     client_host: str
+    #: The name of the listener the request arrived on (None: the broker's first listener).
+    listener: str | None = None
 
     @property
     def version(self) -> int:

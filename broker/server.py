@@ -9,6 +9,8 @@ together leave together, without a scheduler pass each).
 Socket calls enter the trio scheduler only when they would block (``broker.socket_io``); the reader checkpoints
 after ``REQUESTS_PER_CHECKPOINT`` requests (or ``BYTES_PER_CHECKPOINT`` bytes of them) handled without waiting, so a
 busy connection cannot starve the others.
+On a SASL listener a connection first authenticates (``broker.sasl.session``: Kafka's state machine), and only
+then are its requests dispatched.
 A frame whose size is negative or above ``socket.request.max.bytes`` is never read: the connection is closed, as
 is one whose header or body cannot be decoded, and one that sent no request for ``connections.max.idle.ms`` (a
 sweeper looks every tenth of that period, so a connection is closed within 1.1 times it).
@@ -22,7 +24,9 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 from oncelog.broker.apis import HANDLERS
+from oncelog.broker.listeners import Listener
 from oncelog.broker.request import Deferred, MalformedRequest, Request
+from oncelog.broker.sasl.session import SaslSession
 from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import (
     ApiKey,
@@ -62,6 +66,8 @@ LARGE_FRAME_BYTES = _RECEIVE_CHUNK
 LARGE_FRAME_MAX_BYTES = 8 * 1024 * 1024
 #: The writer sends the responses that are ready back to back in one system call, up to this many bytes.
 COALESCE_BYTES = 64 * 1024
+#: Requests whose bytes may hold secrets: never logged.
+_SECRET_APIS = frozenset({ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 #: What the writer sends: an encoded response, or a Deferred one with the header to encode it for.
 _Outgoing = bytes | tuple[RequestHeader, Deferred]
 
@@ -119,9 +125,15 @@ class FrameReader:
 class Connection:
     """One client connection: reads requests, dispatches them, writes responses in order."""
 
-    def __init__(self, broker: BrokerNode, sock: NonBlockingSocket) -> None:
+    def __init__(self, broker: BrokerNode, sock: NonBlockingSocket, listener: Listener | None = None) -> None:
+        """``listener``: the one the connection arrived on (default: the broker's first)."""
         self._broker = broker
         self._sock = sock
+        self._listener = listener = listener or broker.listeners[0]
+        #: On a SASL listener, the authentication every request must wait for.
+        self._sasl = (
+            SaslSession(broker.sasl[listener.name], broker.scram_credentials) if listener.uses_sasl else None
+        )
         self._client_host = sock.peer_host()
         self._reader = FrameReader(sock, broker.config.get_int("socket.request.max.bytes"))
         #: Responses handed to the writer and not yet sent; while any is, the reader must queue behind them.
@@ -141,6 +153,8 @@ class Connection:
         send, receive = trio.open_memory_channel[_Outgoing](MAX_QUEUED_RESPONSES)
         try:
             with self._scope:
+                if self._sasl is not None:
+                    await self._authenticate(self._sasl)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._write_responses, receive)
                     async with send:
@@ -180,9 +194,59 @@ class Connection:
                     without_waiting = bytes_without_waiting = 0
                     await trio.lowlevel.checkpoint()
 
-    async def _handle(self, frame: bytes | memoryview) -> _Outgoing | None:
+    async def _authenticate(self, session: SaslSession) -> None:
+        """Run Kafka's SASL exchange (``SaslSession``) until it completes; raises ConnectionClosed where Kafka closes
+        the connection (after sending the error response it sends, if any)."""
+        while not session.complete:
+            frame = await self._reader.next_frame()
+            self.requests += 1
+            if session.raw_tokens:
+                step = session.on_raw_token(bytes(frame))
+            else:
+                header = self._decode_header(frame)
+                if isinstance(header, bytes):  # ApiVersions' UNSUPPORTED_VERSION answer
+                    await self._sock.send_all(_SIZE.pack(len(header)) + header)
+                    continue
+                known = header.api_key in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+                body = self._decode_body(header, frame) if known else None
+                step = session.on_request(header.api_key, header.api_version, body)
+                if step.handle:
+                    step_response = await self._dispatch(header, body)
+                    assert isinstance(step_response, bytes)
+                    await self._sock.send_all(_SIZE.pack(len(step_response)) + step_response)
+                    continue
+                if step.response is not None:
+                    data = encode_response(header, step.response)
+                    await self._sock.send_all(_SIZE.pack(len(data)) + data)
+            if step.raw is not None:
+                await self._sock.send_all(_SIZE.pack(len(step.raw)) + step.raw)
+            if step.close:
+                # Kafka delays closing a connection that failed authentication (KIP-306's
+                # connection.failed.authentication.delay.ms): the client reads the error before the connection ends.
+                if step.response is not None or step.raw is not None:
+                    await trio.sleep(self._broker.config.get_int("connection.failed.authentication.delay.ms") / 1000)
+                log.info(
+                    "authentication_failed",
+                    client=self._client_host,
+                    listener=self._listener.name,
+                    mechanism=session.server.mechanism if session.server is not None else None,
+                    reason=step.reason,
+                )
+                raise ConnectionClosed(f"SASL authentication failed: {step.reason}")
+        assert session.server is not None
+        log.debug(
+            "authenticated",
+            client=self._client_host,
+            listener=self._listener.name,
+            mechanism=session.server.mechanism,
+            user=session.user,
+        )
+
+    def _decode_header(self, frame: bytes | memoryview) -> RequestHeader | bytes:
+        """The frame's header, or the encoded answer to an ApiVersions of a version we lack; ConnectionClosed when
+        the header cannot be decoded or names an API version we do not have."""
         try:
-            header = decode_request_header(frame)
+            return decode_request_header(frame)
         except UnsupportedVersionError as exc:
             if exc.header.api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer with a v0 body carrying our ranges so the client retries with a version we support.
@@ -190,6 +254,14 @@ class Connection:
             raise ConnectionClosed(f"unsupported api {exc.header.api_key} version {exc.header.api_version}") from None
         except DecodeError as exc:
             raise ConnectionClosed(f"undecodable request header: {exc}") from None
+
+    async def _handle(self, frame: bytes | memoryview) -> _Outgoing | None:
+        header = self._decode_header(frame)
+        if isinstance(header, bytes):
+            return header
+        return await self._dispatch(header, self._decode_body(header, frame))
+
+    def _decode_body(self, header: RequestHeader, frame: bytes | memoryview):
         try:
             body = decode_request(header, frame)
         except DecodeError as exc:
@@ -199,11 +271,15 @@ class Connection:
                 api_key=header.api_key,
                 version=header.api_version,
                 error=str(exc),
-                head=frame[:64].hex(),
+                # Never log what may hold a secret (SASL tokens, salted passwords).
+                head=None if header.api_key in _SECRET_APIS else frame[:64].hex(),
             )
             raise ConnectionClosed(f"undecodable request body: {exc}") from None
+        return body
+
+    async def _dispatch(self, header: RequestHeader, body) -> _Outgoing | None:
         handler = HANDLERS[ApiKey(header.api_key)]
-        request = Request(header, body, self._client_host)
+        request = Request(header, body, self._client_host, self._listener.name)
         try:
             result = await handler(self._broker, request)
         except MalformedRequest as exc:
@@ -259,17 +335,24 @@ class Connection:
                 in_out += 1
 
 
-async def serve(broker: BrokerNode, host: str, port: int, *, task_status: trio.TaskStatus[int]) -> None:
-    """Listen on host:port and serve every connection in this task's nursery; reports the bound port."""
-    listeners = await trio.open_tcp_listeners(port, host=host)
+async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.TaskStatus[int]) -> None:
+    """Listen on the listener's host:port and serve every connection in this task's nursery; reports the bound
+    port."""
+    listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
     bound_port = listeners[0].socket.getsockname()[1]
-    log.info("listening", host=host, port=bound_port)
+    log.info(
+        "listening",
+        listener=listener.name,
+        security_protocol=listener.security_protocol,
+        host=listener.host,
+        port=bound_port,
+    )
     task_status.started(bound_port)
 
     connections: set[Connection] = set()
 
     async def handle(stream: trio.SocketStream) -> None:
-        connection = Connection(broker, NonBlockingSocket.adopt(stream))
+        connection = Connection(broker, NonBlockingSocket.adopt(stream), listener)
         connections.add(connection)
         try:
             await connection.serve()

@@ -18,6 +18,7 @@ import anyio
 from anyio.abc import SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 from oncelog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from oncelog.client.sasl import SaslSettings, authenticate
 from oncelog.client.versions import CLIENT_VERSIONS, negotiate, pick
 from oncelog.protocol import ApiKey, DecodeError, ErrorCode, decode_response, encode_request
 
@@ -50,6 +51,7 @@ class BrokerConnection:
         client_id: str = "oncelog",
         max_in_flight: int = 5,  # max.in.flight.requests.per.connection, Kafka default 5
         request_timeout_ms: int = 30000,  # request.timeout.ms, Kafka default 30000
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -66,6 +68,7 @@ class BrokerConnection:
         self._stream: SocketStream | None = None
         self._closed = False
         self._reader_scope: anyio.CancelScope | None = None
+        self._sasl = sasl
 
     @property
     def connected(self) -> bool:
@@ -75,7 +78,8 @@ class BrokerConnection:
         return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port})"
 
     async def open(self, task_group: TaskGroup, *, timeout_s: float | None = None) -> None:
-        """Connect, start the response reader in ``task_group`` and negotiate API versions."""
+        """Connect, start the response reader in ``task_group``, negotiate API versions and, with SASL settings,
+        authenticate (``client.sasl``)."""
         timeout = timeout_s if timeout_s is not None else self.request_timeout_ms / 1000
         try:
             with anyio.fail_after(timeout):
@@ -86,6 +90,8 @@ class BrokerConnection:
         await task_group.start(self._reader)
         try:
             await self._negotiate()
+            if self._sasl is not None:
+                await authenticate(self, self._sasl)
         except BaseException:
             await self.aclose()
             raise

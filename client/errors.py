@@ -55,6 +55,12 @@ class UnsupportedVersionError(KafkaError):
     code = ErrorCode.UNSUPPORTED_VERSION
 
 
+class SaslAuthenticationError(KafkaError):
+    """The broker refused the SASL credentials (or offered no usable mechanism); not retriable."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
 class IllegalStateError(KafkaError):
     """A method was called in a state where it is not allowed (e.g. send outside a transaction)."""
 
@@ -133,4 +139,7 @@ def error_for(code: int, message: str | None = None) -> KafkaError:
         return ProducerFencedError(text, code)
     if error is ErrorCode.UNSUPPORTED_VERSION:
         return UnsupportedVersionError(text, code)
+    if error in (ErrorCode.SASL_AUTHENTICATION_FAILED, ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                 ErrorCode.ILLEGAL_SASL_STATE):
+        return SaslAuthenticationError(text, code)
     return BrokerResponseError(text, code)

@@ -64,7 +64,7 @@ class Producer:
         c = self.config
         self._cluster = cluster or Cluster(bootstrap_servers, client_id=c.client_id,
                                            request_timeout_ms=c.request_timeout_ms, max_in_flight=c.max_in_flight,
-                                           retry_backoff_ms=c.retry_backoff_ms)
+                                           retry_backoff_ms=c.retry_backoff_ms, sasl=c.sasl)
         self._partitioner = partitioner or DefaultPartitioner()
         self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms, c.max_in_flight)
         self._txn: TransactionManager | None = None

@@ -41,6 +41,8 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
 CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {

@@ -38,6 +38,8 @@ from oncelog.broker.apis import (
     offset_fetch,
     partition_reassignments,
     produce,
+    sasl,
+    scram_credentials,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -87,6 +89,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_reassignments.handle_alter,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_reassignments.handle_list,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter,
 }
 
 # Advertise only what is implemented: every advertised key has a handler and vice versa.

@@ -52,7 +52,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
         "controller_id": broker.node_id,
         "brokers": [
             {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
-            for b in advertised_brokers(broker)
+            for b in advertised_brokers(broker, request.listener)
         ],
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else OMITTED

@@ -21,8 +21,8 @@ TRANSACTION = 1
 BATCHED_VERSION = 4
 
 
-async def _lookup(broker: BrokerNode, key: str, key_type: int) -> dict:
-    advertised = broker.advertised
+async def _lookup(broker: BrokerNode, key: str, key_type: int, listener: str | None) -> dict:
+    advertised = broker.advertised_for(listener)
     entry = {
         "key": key,
         "node_id": broker.node_id,
@@ -50,7 +50,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
     if request.version >= BATCHED_VERSION:
         return {
             "throttle_time_ms": 0,
-            "coordinators": [await _lookup(broker, k, body.key_type) for k in body.coordinator_keys],
+            "coordinators": [await _lookup(broker, k, body.key_type, request.listener) for k in body.coordinator_keys],
         }
-    entry = await _lookup(broker, body.key, body.key_type)
+    entry = await _lookup(broker, body.key, body.key_type, request.listener)
     return {"throttle_time_ms": 0, **entry}

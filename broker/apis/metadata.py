@@ -46,9 +46,10 @@ def _partition_entry(broker: BrokerNode, topic: str, partition: int) -> dict:
     }
 
 
-def advertised_brokers(broker: BrokerNode) -> list[dict]:
-    """The live brokers clients are told about (this node only): id, advertised host and port, rack (none)."""
-    advertised = broker.advertised
+def advertised_brokers(broker: BrokerNode, listener: str | None) -> list[dict]:
+    """The live brokers clients are told about (this node only): id, host and port advertised for the listener the
+    request came in on (as Kafka answers), rack (none)."""
+    advertised = broker.advertised_for(listener)
     return [{"node_id": broker.node_id, "host": advertised.host, "port": advertised.port, "rack": None}]
 
 
@@ -90,7 +91,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
             entry["topic_authorized_operations"] = TOPIC_OPERATIONS
     return {
         "throttle_time_ms": 0,
-        "brokers": advertised_brokers(broker),
+        "brokers": advertised_brokers(broker, request.listener),
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,

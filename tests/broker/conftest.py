@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 from oncelog.broker.config import BrokerConfig
-from oncelog.broker.node import BrokerNode, Endpoint
+from oncelog.broker.node import BrokerNode
 from oncelog.protocol import ApiKey, decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
@@ -72,8 +72,10 @@ class RunningBroker:
         self._scope = scope
         self._finished = finished
 
-    async def connect(self) -> WireClient:
-        return WireClient(await trio.open_tcp_stream("127.0.0.1", self.port))
+    async def connect(self, listener: str | None = None) -> WireClient:
+        """A connection to the first listener, or to the one named."""
+        port = self.port if listener is None else self.node.bound_ports[listener]
+        return WireClient(await trio.open_tcp_stream("127.0.0.1", port))
 
     async def stop(self) -> None:
         """Shut the node down cleanly and wait until its logs are closed."""
@@ -81,20 +83,24 @@ class RunningBroker:
         await self._finished.wait()
 
 
-def make_config(data_dir: Path, **overrides: str) -> BrokerConfig:
+def make_config(data_dir: Path, properties: dict[str, str] | None = None, **overrides: str) -> BrokerConfig:
     values = {"log.dirs": str(data_dir), "listeners": "127.0.0.1:0"}
     values.update({k.replace("_", "."): v for k, v in overrides.items()})
+    values.update(properties or {})
     return BrokerConfig.from_sources(values)
 
 
 @pytest.fixture
 async def start_broker(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[Callable]:
-    """Start brokers in the test's nursery: ``await start_broker(**properties)``; all stop at test end."""
+    """Start brokers in the test's nursery: ``await start_broker(**properties)`` (underscores for dots, or pass a
+    ``properties`` dict for names that hold underscores); all stop at test end."""
     running: list[RunningBroker] = []
 
-    async def start(data_dir: Path | None = None, **overrides: str) -> RunningBroker:
-        config = make_config(data_dir or tmp_path / "data", **overrides)
-        node = BrokerNode(config, Endpoint("127.0.0.1", 0))
+    async def start(
+        data_dir: Path | None = None, properties: dict[str, str] | None = None, **overrides: str
+    ) -> RunningBroker:
+        config = make_config(data_dir or tmp_path / "data", properties, **overrides)
+        node = BrokerNode(config)
         scope = trio.CancelScope()
         finished = trio.Event()
 

@@ -42,6 +42,8 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.DESCRIBE_LOG_DIRS: (1, 4), ApiKey.DESCRIBE_ACLS: (1, 3), ApiKey.CREATE_ACLS: (1, 3),
         ApiKey.DELETE_ACLS: (1, 3), ApiKey.ELECT_LEADERS: (0, 2), ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0), ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     }
 
 

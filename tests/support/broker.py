@@ -5,7 +5,10 @@ logs to stderr, ready when the port accepts connections, graceful stop on SIGTER
 
 Guaranteed: ``start()`` returns only once the port accepts connections, or raises ``BrokerStartError``
 carrying the broker's stderr; ``stop()``/``kill()`` leave no process behind; ``restart()`` reuses the same
-data dir and port. Stderr goes to ``<data_dir>/../broker-<port>.stderr.log`` (appended across restarts).
+data dir and port(s). ``listeners=("PLAINTEXT", "SASL_PLAINTEXT")`` runs one listener per name, each on a free
+port of its own (``ports[name]``, ``bootstrap_for(name)``; the first is ``port``), passed as ``--listen
+NAME://127.0.0.1:PORT,...``; ``start()`` then waits for every one of them.
+Stderr goes to ``<data_dir>/../broker-<port>.stderr.log`` (appended across restarts).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class BrokerProcess:
         command: Sequence[str] | None = None,
         start_deadline_s: float = START_DEADLINE_S,
         env: Mapping[str, str] | None = None,
+        listeners: Sequence[str] | None = None,
     ) -> None:
         self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
@@ -77,6 +81,10 @@ class BrokerProcess:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port if port is not None else free_port()
+        #: Listener name -> port, when named listeners were asked for (the first one on ``port``).
+        self.ports: dict[str, int] = {}
+        for index, name in enumerate(listeners or ()):
+            self.ports[name] = self.port if index == 0 else free_port()
         self.settings = dict(settings or {})
         self.command = list(command) if command is not None else default_command()
         self.start_deadline_s = start_deadline_s
@@ -89,6 +97,10 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
 
+    def bootstrap_for(self, listener: str) -> str:
+        """The address of the named listener."""
+        return f"{HOST}:{self.ports[listener]}"
+
     @property
     def pid(self) -> int:
         if self.proc is None:
@@ -96,7 +108,10 @@ class BrokerProcess:
         return self.proc.pid
 
     def argv(self) -> list[str]:
-        argv = [*self.command, "--data-dir", str(self.data_dir), "--listen", self.bootstrap]
+        listen = (
+            ",".join(f"{name}://{HOST}:{port}" for name, port in self.ports.items()) if self.ports else self.bootstrap
+        )
+        argv = [*self.command, "--data-dir", str(self.data_dir), "--listen", listen]
         for key, value in self.settings.items():
             argv += ["--set", f"{key}={value}"]
         return argv
@@ -128,7 +143,7 @@ class BrokerProcess:
             if code is not None:
                 self.proc = None
                 raise BrokerStartError(f"broker exited with {code} before listening:\n{self.stderr_tail()}")
-            if can_connect(HOST, self.port):
+            if all(can_connect(HOST, port) for port in (self.ports.values() or [self.port])):
                 return self
             if time.monotonic() > end:
                 self.kill()
