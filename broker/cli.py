@@ -101,10 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(args.log_level)
     try:
         config, listen, advertise = resolve_config(args)
+        node = BrokerNode(config, listen, advertise)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"oncelog: {exc}", file=sys.stderr)
         return 2
-    trio.run(run_broker, BrokerNode(config, listen, advertise))
+    trio.run(run_broker, node)
     return 0
 
 

@@ -23,6 +23,7 @@ from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFI
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
 from oncelog.broker.server import serve
+from oncelog.broker.tls import listener_ssl_context
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
 from oncelog.broker.txn.markers import LocalMarkerWriter
@@ -58,6 +59,8 @@ class BrokerNode:
         self.data_dir = Path(config.get_str("log.dirs"))
         self.listen = listen
         self._advertise = advertise
+        #: The SSL:// listener's TLS context (None: PLAINTEXT), built here so bad ssl.* settings stop the start.
+        self.ssl_context = listener_ssl_context(config)
         self.metadata = MetadataStore(self.data_dir)
         self.logs = LogManager(self.data_dir, config.log_config())
         self.flusher = LogFlusher(

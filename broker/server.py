@@ -24,6 +24,7 @@ import trio
 from oncelog.broker.apis import HANDLERS
 from oncelog.broker.request import Deferred, MalformedRequest, Request
 from oncelog.broker.socket_io import NonBlockingSocket
+from oncelog.broker.tls_socket import TlsSocket
 from oncelog.protocol import (
     ApiKey,
     DecodeError,
@@ -268,8 +269,11 @@ async def serve(broker: BrokerNode, host: str, port: int, *, task_status: trio.T
 
     connections: set[Connection] = set()
 
+    ssl_context = broker.ssl_context  # an SSL:// listener's; None for PLAINTEXT
+
     async def handle(stream: trio.SocketStream) -> None:
-        connection = Connection(broker, NonBlockingSocket.adopt(stream))
+        sock = NonBlockingSocket.adopt(stream) if ssl_context is None else TlsSocket.adopt_tls(stream, ssl_context)
+        connection = Connection(broker, sock)
         connections.add(connection)
         try:
             await connection.serve()
