@@ -3,7 +3,7 @@
  * kafkajs, driven by tests/interop/test_kafkajs.py: `node driver.js COMMAND` reads one JSON job from stdin and
  * writes one JSON result to stdout (kafkajs logs go to stderr). Bytes travel as base64 strings, null as null.
  *
- * Commands (every job has `brokers`):
+ * Commands (every job has `brokers`, and `ssl` ({ca, cert, key}, PEM text) to connect with TLS):
  * - admin    {topic, partitions, invalidTopic}: createTopics twice, once with an illegal name, then metadata.
  * - produce  {topic, partitions, records, idempotent, compression, chunk}: send the records in chunks, each record
  *            to the partition kafkajs's default (Java-compatible) partitioner picks; one {partition, offset} each.
@@ -39,8 +39,17 @@ const {
 const fromB64 = value => (value === null ? null : Buffer.from(value, 'base64'))
 const toB64 = value => (value === null || value === undefined ? null : Buffer.from(value).toString('base64'))
 
+/** TLS options of every client (Node's tls.connect options: ca, cert, key as PEM text), from the job's `ssl`. */
+let tlsOptions
+
 const client = brokers =>
-  new Kafka({ clientId: 'oncelog-interop-kafkajs', brokers, logLevel: logLevel.WARN, retry: { retries: 8 } })
+  new Kafka({
+    clientId: 'oncelog-interop-kafkajs',
+    brokers,
+    logLevel: logLevel.WARN,
+    retry: { retries: 8 },
+    ...(tlsOptions ? { ssl: tlsOptions } : {}),
+  })
 
 /** kafkajs's message: headers become an object, a repeated name an array (in first-appearance order). */
 const toMessage = record => {
@@ -369,7 +378,9 @@ async function main() {
   if (!command) throw new Error(`unknown command ${process.argv[2]}; one of ${Object.keys(COMMANDS)}`)
   const chunks = []
   for await (const piece of process.stdin) chunks.push(piece)
-  const result = await command(JSON.parse(Buffer.concat(chunks).toString('utf8')))
+  const job = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  tlsOptions = job.ssl
+  const result = await command(job)
   process.stdout.write(JSON.stringify(result))
 }
 
