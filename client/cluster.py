@@ -9,6 +9,7 @@ coordinators are looked up with FindCoordinator and forgotten by :meth:`forget_c
 from __future__ import annotations
 
 import random
+import ssl
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -76,8 +77,11 @@ class Cluster:
         reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS,
         metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        #: TLS of every broker connection (None: PLAINTEXT); see ``client.security``.
+        self.ssl_context = ssl_context
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
@@ -153,7 +157,7 @@ class Cluster:
                 await anyio.sleep(delay)
             conn = BrokerConnection(host, port, node_id=key if isinstance(key, int) else -1,
                                     client_id=self.client_id, max_in_flight=self.max_in_flight,
-                                    request_timeout_ms=self.request_timeout_ms)
+                                    request_timeout_ms=self.request_timeout_ms, ssl_context=self.ssl_context)
             try:
                 await conn.open(self.task_group)
             except KafkaConnectionError:

@@ -20,6 +20,7 @@ from oncelog.client.cluster import COORDINATOR_GROUP, Cluster
 from oncelog.client.errors import ConfigError, IllegalStateError, KafkaError, error_for
 from oncelog.client.fetch_parse import parse_partition
 from oncelog.client.group import HEARTBEAT_INTERVAL_MS, MAX_POLL_INTERVAL_MS, SESSION_TIMEOUT_MS, GroupMember
+from oncelog.client.security import client_ssl_context
 from oncelog.client.types import ConsumerRecord, GroupMetadata, OffsetAndMetadata, TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
 
@@ -62,7 +63,10 @@ class Consumer:
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
         heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
         max_poll_interval_ms: int = MAX_POLL_INTERVAL_MS,
+        **security: Any,
     ) -> None:
+        """``security``: security_protocol and the ssl_* settings of ``client.security``."""
+        ssl_context = client_ssl_context(**security)
         if isolation_level not in _ISOLATION:
             raise ConfigError(f"isolation.level must be read_uncommitted or read_committed; got {isolation_level!r}")
         if auto_offset_reset not in _RESET:
@@ -86,7 +90,8 @@ class Consumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.max_poll_records = max_poll_records
-        self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                                ssl_context=ssl_context)
         self._assignment: list[TopicPartition] = []
         self._fetch_pos: dict[TopicPartition, int] = {}
         self._buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}

@@ -1,0 +1,70 @@
+"""The bundled client's TLS settings, under librdkafka's property names (as keyword arguments with underscores).
+
+``security_protocol``: ``PLAINTEXT`` (default) or ``SSL``; for SSL, ``ssl_ca_location`` (PEM file of the CAs the
+broker's certificate must chain to; the system's CAs when unset), ``ssl_certificate_location`` +
+``ssl_key_location`` (+ ``ssl_key_password``) for a client certificate (mTLS), and
+``ssl_endpoint_identification_algorithm``: ``https`` (default, as librdkafka >= 2.0 and Java: the broker's
+certificate must name the host dialled) or ``none``.
+
+Guaranteed: ``client_ssl_context`` returns None for PLAINTEXT and otherwise a context with every file already loaded;
+a bad setting or unreadable file raises ``ConfigError`` when the client is constructed, not at its first connection.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import MutableMapping
+from typing import Any
+
+from oncelog.client.errors import ConfigError
+
+#: The keyword arguments ``client_ssl_context`` takes; ``pop_ssl_context`` removes them from a client's settings.
+SECURITY_SETTINGS = (
+    "security_protocol",
+    "ssl_ca_location",
+    "ssl_certificate_location",
+    "ssl_key_location",
+    "ssl_key_password",
+    "ssl_endpoint_identification_algorithm",
+)
+
+
+def client_ssl_context(
+    *,
+    security_protocol: str = "PLAINTEXT",
+    ssl_ca_location: str | None = None,
+    ssl_certificate_location: str | None = None,
+    ssl_key_location: str | None = None,
+    ssl_key_password: str | None = None,
+    ssl_endpoint_identification_algorithm: str = "https",
+) -> ssl.SSLContext | None:
+    """The TLS context of connections to brokers, or None for plaintext ones (see the module docstring)."""
+    protocol = security_protocol.upper()
+    if protocol == "PLAINTEXT":
+        return None
+    if protocol != "SSL":
+        raise ConfigError(f"security.protocol must be PLAINTEXT or SSL; got {security_protocol!r}")
+    if ssl_endpoint_identification_algorithm.lower() not in ("https", "none", ""):
+        raise ConfigError("ssl.endpoint.identification.algorithm must be https or none; "
+                          f"got {ssl_endpoint_identification_algorithm!r}")
+    try:
+        context = ssl.create_default_context(cafile=ssl_ca_location)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"ssl.ca.location {ssl_ca_location}: {exc}") from None
+    context.check_hostname = ssl_endpoint_identification_algorithm.lower() == "https"
+    if ssl_certificate_location or ssl_key_location:
+        if not ssl_certificate_location:
+            raise ConfigError("ssl.key.location is set but ssl.certificate.location is not")
+        password = (ssl_key_password or "").encode()
+        try:
+            context.load_cert_chain(ssl_certificate_location, ssl_key_location, password=lambda: password)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"ssl.certificate.location / ssl.key.location: cannot load the client certificate and key ({exc})"
+            ) from None
+    return context
+
+
+def pop_ssl_context(settings: MutableMapping[str, Any]) -> ssl.SSLContext | None:
+    """Take the security settings out of a client's keyword arguments and build their context."""
+    return client_ssl_context(**{name: settings.pop(name) for name in SECURITY_SETTINGS if name in settings})
