@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 from oncelog.client.errors import ConfigError
@@ -68,3 +69,24 @@ def client_ssl_context(
 def pop_ssl_context(settings: MutableMapping[str, Any]) -> ssl.SSLContext | None:
     """Take the security settings out of a client's keyword arguments and build their context."""
     return client_ssl_context(**{name: settings.pop(name) for name in SECURITY_SETTINGS if name in settings})
+
+
+def read_command_config(path: str | Path) -> dict[str, str]:
+    """The security settings of a Kafka-style properties file (``security.protocol=SSL``, ``ssl.ca.location=...``,
+    as Kafka's tools take with ``--command-config``), as keyword arguments; any other property raises ConfigError."""
+    settings: dict[str, str] = {}
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"--command-config {path}: {exc.strerror or exc}") from None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        name, sep, value = stripped.partition("=")
+        keyword = name.strip().replace(".", "_")
+        if not sep or keyword not in SECURITY_SETTINGS:
+            raise ConfigError(f"--command-config {path}: unsupported line {line!r} (supported: "
+                              f"{', '.join(s.replace('_', '.') for s in SECURITY_SETTINGS)})")
+        settings[keyword] = value.strip()
+    return settings

@@ -11,6 +11,8 @@ from oncelog.client.errors import ConfigError
 from oncelog.client.security import client_ssl_context
 from support.tls import Pki, TlsBrokerProcess, make_pki
 
+from .test_cli import cli
+
 pytestmark = pytest.mark.anyio
 
 
@@ -86,3 +88,28 @@ def test_security_settings_are_checked_when_the_client_is_made(pki, tmp_path: Pa
     with pytest.raises(ConfigError, match="client certificate"):
         Consumer("127.0.0.1:9", security_protocol="SSL", ssl_ca_location=str(pki.ca),
                  ssl_certificate_location=str(pki.client_cert), ssl_key_location=str(pki.server_key))  # fmt: skip
+
+
+def test_cli_tools_over_mtls_with_command_config(mtls_broker, pki, tmp_path: Path, capsys) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "# Kafka-style client properties\n"
+        "security.protocol=SSL\n"
+        f"ssl.ca.location={pki.ca}\n"
+        f"ssl.certificate.location={pki.client_cert}\n"
+        f"ssl.key.location={pki.client_key}\n"
+    )
+    common = ["-b", mtls_broker.bootstrap, "--command-config", str(config)]
+    assert cli("topic", "create", "cli-tls", "--partitions", "1", *common) == (0, "created cli-tls\n")
+    assert cli("produce", "cli-tls", "--transactional", "cli-tls", *common, stdin="one\ntwo\n")[0] == 0
+    code, out = cli("consume", "cli-tls", "--from-beginning", "--count", "2", "--isolation", "read_committed",
+                    *common)  # fmt: skip
+    assert (code, out.splitlines()) == (0, ["one", "two"])
+    # Without the client certificate the broker refuses the connection.
+    config.write_text(f"security.protocol=SSL\nssl.ca.location={pki.ca}\n")
+    capsys.readouterr()
+    assert cli("topic", "list", *common)[0] == 1
+    assert "KafkaConnectionError" in capsys.readouterr().err
+    config.write_text("sasl.mechanism=PLAIN\n")
+    assert cli("topic", "list", *common)[0] == 1
+    assert "unsupported line 'sasl.mechanism=PLAIN'" in capsys.readouterr().err
