@@ -37,12 +37,17 @@ TLS_RECORD_BYTES = 16 * 1024
 class TlsSocket(NonBlockingSocket):
     """One accepted TCP connection, server side of TLS; owned: ``close`` closes it."""
 
-    __slots__ = ("_handshaken",)
+    __slots__ = ("_handshaken", "_wrap_error")
 
     def __init__(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        """Never raises for a connection the peer already dropped: the first call raises BrokenResourceError."""
         super().__init__(sock)
-        self._sock: ssl.SSLSocket = context.wrap_socket(self._sock, server_side=True, do_handshake_on_connect=False)
         self._handshaken = False
+        self._wrap_error: OSError | None = None
+        try:
+            self._sock = context.wrap_socket(self._sock, server_side=True, do_handshake_on_connect=False)
+        except OSError as exc:
+            self._wrap_error = exc
 
     @classmethod
     def adopt_tls(cls, stream: trio.SocketStream, context: ssl.SSLContext) -> TlsSocket:
@@ -50,9 +55,11 @@ class TlsSocket(NonBlockingSocket):
         return cls(socket.socket(fileno=stream.socket.detach()), context)
 
     async def _handshake(self) -> None:
+        if self._wrap_error is not None:
+            raise trio.BrokenResourceError(f"TLS error: {self._wrap_error}")
         while True:
             try:
-                self._sock.do_handshake()
+                self._sock.do_handshake()  # type: ignore[attr-defined]
             except ssl.SSLWantReadError:
                 await self._wait(trio.lowlevel.wait_readable)
             except ssl.SSLWantWriteError:
