@@ -272,6 +272,7 @@ def read_properties_file(path: Path) -> dict[str, str]:
 
 
 def _logical_lines(text: str) -> list[str]:
+    """The lines of a properties file with Java's continuations joined (not those of comment lines)."""
     lines: list[str] = []
     pending: str | None = None
     for raw in text.splitlines():

@@ -1,13 +1,14 @@
 """Interop over TLS: stock clients against a broker whose listener is ``SSL://`` (certificates made by the test).
 
 confluent-kafka (librdkafka) produces and consumes every record field and runs committed and aborted transactions;
-kafka-python, kcat and kafkajs produce and consume; with ``ssl.client.auth=required`` a client presenting a
+kafka-python, aiokafka, kcat and kafkajs produce and consume; with ``ssl.client.auth=required`` a client presenting a
 certificate signed by the truststore's CA gets in and one without a certificate does not. Every client checks the
 broker's certificate (CA and 127.0.0.1 in its subject alternative names).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import shutil
 import subprocess
@@ -16,6 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioPartition
+from aiokafka.helpers import create_ssl_context
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import GROUP_SETTINGS, unique_topic
@@ -150,6 +154,38 @@ def test_kafka_python_over_ssl(tls_broker, pki) -> None:
     finally:
         consumer.close()
     assert values == {b"v%d" % i for i in range(200)}
+
+
+def test_aiokafka_over_ssl(tls_broker, pki) -> None:
+    topic = unique_topic("tls-aio")
+    create_topic(tls_broker.bootstrap, topic, confluent_ssl(pki))
+
+    async def roundtrip() -> set[bytes]:
+        context = create_ssl_context(cafile=str(pki.ca))
+        producer = AIOKafkaProducer(bootstrap_servers=tls_broker.bootstrap, security_protocol="SSL",
+                                    ssl_context=context, enable_idempotence=True)  # fmt: skip
+        await producer.start()
+        try:
+            for i in range(100):
+                await producer.send(topic, b"aio-%d" % i, key=b"k%d" % i)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=tls_broker.bootstrap, security_protocol="SSL",
+                                    ssl_context=context, auto_offset_reset="earliest")  # fmt: skip
+        await consumer.start()
+        try:
+            consumer.assign([AioPartition(topic, p) for p in range(PARTITIONS)])
+            values: set[bytes] = set()
+            async with asyncio.timeout(DEADLINE_S):
+                while len(values) < 100:
+                    batch = await consumer.getmany(timeout_ms=500)
+                    values.update(record.value for records in batch.values() for record in records)
+            return values
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(roundtrip()) == {b"aio-%d" % i for i in range(100)}
 
 
 def test_kcat_over_ssl(tls_broker, pki) -> None:
