@@ -35,6 +35,8 @@ class PropertySpec:
     choices: tuple[str, ...] | None = None
     #: Kafka's lower bound (``atLeast``) on the topic-level value, checked for topic overrides.
     topic_minimum: int | None = None
+    #: A secret (Kafka's PASSWORD type): DescribeConfigs gives no value for it.
+    sensitive: bool = False
 
 
 #: Every property the broker understands, Kafka's name -> spec. Unknown names are rejected at start-up.
@@ -220,6 +222,34 @@ PROPERTIES: dict[str, PropertySpec] = {
     )
 }
 
+#: The ``ssl.*`` properties of an ``SSL://`` listener (Kafka's names and defaults; ``broker/tls.py`` reads them).
+#: An empty value is Kafka's null.
+PROPERTIES.update(
+    (s.name, s)
+    for s in (
+        PropertySpec("ssl.keystore.type", str, "JKS", "Keystore format: PEM or PKCS12 (JKS cannot be read)."),
+        PropertySpec("ssl.keystore.location", str, "", "Keystore file (PEM: private key and certificate chain)."),
+        PropertySpec("ssl.keystore.password", str, "", "Password of a PKCS12 keystore.", sensitive=True),
+        PropertySpec("ssl.key.password", str, "", "Password of the private key.", sensitive=True),
+        PropertySpec("ssl.keystore.certificate.chain", str, "", "PEM certificate chain (KIP-651).", sensitive=True),
+        PropertySpec("ssl.keystore.key", str, "", "PEM private key (KIP-651).", sensitive=True),
+        PropertySpec("ssl.truststore.type", str, "JKS", "Truststore format: PEM or PKCS12 (JKS cannot be read)."),
+        PropertySpec("ssl.truststore.location", str, "", "CA certificates client certificates are checked against."),
+        PropertySpec("ssl.truststore.password", str, "", "Password of a PKCS12 truststore.", sensitive=True),
+        PropertySpec("ssl.truststore.certificates", str, "", "PEM CA certificates (KIP-651).", sensitive=True),
+        PropertySpec(
+            "ssl.client.auth",
+            str,
+            "none",
+            "Client certificates: none, requested (checked if sent) or required (mTLS).",
+            choices=("required", "requested", "none"),
+        ),
+        PropertySpec("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+        PropertySpec("ssl.protocol", str, "TLSv1.3", "Accepted for compatibility; ssl.enabled.protocols decides."),
+        PropertySpec("ssl.cipher.suites", str, "", "Must stay empty: OpenSSL's default suites are used."),
+    )
+)
+
 #: Topic-level name -> broker-level name, for CreateTopics configs and DescribeConfigs.
 TOPIC_PROPERTIES: dict[str, str] = {s.topic_name: s.name for s in PROPERTIES.values() if s.topic_name}
 
@@ -267,9 +297,10 @@ def list_items(text: str) -> tuple[str, ...]:
 
 
 def read_properties_file(path: Path) -> dict[str, str]:
-    """Parse a Java-style properties file (``key=value`` or ``key: value`` lines, ``#``/``!`` comments)."""
+    """Parse a Java-style properties file (``key=value`` or ``key: value`` lines, ``#``/``!`` comments; a line ending
+    in a backslash continues on the next, whose leading blanks are dropped, as in Java)."""
     result: dict[str, str] = {}
-    for line in path.read_text().splitlines():
+    for line in _logical_lines(path.read_text()):
         stripped = line.strip()
         if not stripped or stripped[0] in "#!":
             continue
@@ -278,6 +309,24 @@ def read_properties_file(path: Path) -> dict[str, str]:
             raise ConfigError(f"{path}: cannot parse line {line!r}")
         result[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
     return result
+
+
+def _logical_lines(text: str) -> list[str]:
+    """The lines of a properties file with Java's continuations joined (not those of comment lines)."""
+    lines: list[str] = []
+    pending: str | None = None
+    for raw in text.splitlines():
+        line = raw if pending is None else pending + raw.lstrip()
+        body = line.rstrip()
+        trailing = len(body) - len(body.rstrip("\\"))
+        if trailing % 2 == 1 and not (pending is None and body.lstrip()[:1] in ("#", "!")):
+            pending = body[:-1]
+            continue
+        pending = None
+        lines.append(line)
+    if pending is not None:
+        lines.append(pending)
+    return lines
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:

@@ -5,8 +5,8 @@ its protocol through ``listener.security.protocol.map``, whose default maps each
 ``PLAINTEXT://...`` and ``SASL_PLAINTEXT://...`` need no map. An entry written without ``NAME://`` (the old
 ``--listen HOST:PORT`` form) is a ``PLAINTEXT`` listener; an advertised entry without a name belongs to the first
 listener. Each listener's advertised address is its ``advertised.listeners`` entry, else its own (a wildcard host
-advertised as 127.0.0.1, port 0 as the port actually bound). Only PLAINTEXT and SASL_PLAINTEXT are served; SSL and
-SASL_SSL are known protocols refused at start-up until TLS exists.
+advertised as 127.0.0.1, port 0 as the port actually bound). SSL and SASL_SSL listeners run over TLS
+(``broker.tls``), SASL_PLAINTEXT and SASL_SSL ones authenticate with SASL (``broker.sasl``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ SASL_PLAINTEXT = "SASL_PLAINTEXT"
 SASL_SSL = "SASL_SSL"
 #: Kafka's SecurityProtocol values.
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
-#: Those this broker can serve.
-SERVED_PROTOCOLS = frozenset({PLAINTEXT, SASL_PLAINTEXT})
-#: The protocols that authenticate with SASL.
+#: The protocols that authenticate with SASL, and those that run over TLS.
 SASL_PROTOCOLS = frozenset({SASL_PLAINTEXT, SASL_SSL})
+TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
 #: Kafka's default ``listener.security.protocol.map``: every protocol's name maps to itself.
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -66,6 +65,10 @@ class Listener:
         return self.security_protocol in SASL_PROTOCOLS
 
     @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in TLS_PROTOCOLS
+
+    @property
     def config_prefix(self) -> str:
         """Kafka's per-listener property prefix, ``listener.name.<lowercased name>.``."""
         return f"listener.name.{self.name.lower()}."
@@ -104,12 +107,6 @@ def parse_listeners(listeners: str, protocol_map: Mapping[str, str]) -> list[Lis
         result.append(Listener(name, protocol, endpoint.host, endpoint.port))
     if not result:
         raise ConfigError("listeners must name at least one listener")
-    for listener in result:
-        if listener.security_protocol not in SERVED_PROTOCOLS:
-            raise ConfigError(
-                f"listener {listener.name}: security protocol {listener.security_protocol} is not supported "
-                f"(supported: {', '.join(sorted(SERVED_PROTOCOLS))})"
-            )
     return result
 
 

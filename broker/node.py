@@ -32,6 +32,7 @@ from oncelog.broker.replica_manager import ReplicaManager
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
 from oncelog.broker.sasl.credentials import ScramCredentialStore
 from oncelog.broker.server import serve
+from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
 from oncelog.broker.txn.markers import LocalMarkerWriter
@@ -69,6 +70,9 @@ class BrokerNode:
         }
         #: Each listener's bound port once serving (its configured port, or the one the OS chose for port 0).
         self.bound_ports: dict[str, int] = {}
+        #: The TLS context of the SSL and SASL_SSL listeners (None without any), built here so bad ssl.* settings
+        #: stop the start.
+        self.ssl_context = server_context(config) if any(lst.uses_tls for lst in self.listeners) else None
         self.metadata = MetadataStore(self.data_dir)
         self.logs = LogManager(self.data_dir, config.log_config())
         self.flusher = LogFlusher(

@@ -28,6 +28,7 @@ from oncelog.broker.listeners import Listener
 from oncelog.broker.request import Deferred, MalformedRequest, Request
 from oncelog.broker.sasl.session import SaslSession
 from oncelog.broker.socket_io import NonBlockingSocket
+from oncelog.broker.tls_socket import TlsSocket
 from oncelog.protocol import (
     ApiKey,
     DecodeError,
@@ -351,8 +352,11 @@ async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.Tas
 
     connections: set[Connection] = set()
 
+    ssl_context = broker.ssl_context if listener.uses_tls else None
+
     async def handle(stream: trio.SocketStream) -> None:
-        connection = Connection(broker, NonBlockingSocket.adopt(stream), listener)
+        sock = NonBlockingSocket.adopt(stream) if ssl_context is None else TlsSocket.adopt_tls(stream, ssl_context)
+        connection = Connection(broker, sock, listener)
         connections.add(connection)
         try:
             await connection.serve()

@@ -9,7 +9,7 @@ from typing import Any
 from oncelog.client.assignors import decode_assignment
 from oncelog.client.cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, Cluster
 from oncelog.client.errors import KafkaError, error_for
-from oncelog.client.sasl import sasl_settings
+from oncelog.client.security import connection_security
 from oncelog.client.types import TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK as HIGH_WATERMARK  # delete_records' "all"
@@ -126,11 +126,10 @@ class Admin:
     """``async with Admin("host:port") as admin: await admin.create_topic("t", 3)``."""
 
     def __init__(self, bootstrap_servers: str | Iterable[str], *, request_timeout_ms: int = 30000,
-                 client_id: str = "oncelog-admin", security_protocol: str = "PLAINTEXT", sasl_mechanism: str = "PLAIN",
-                 sasl_username: str | None = None, sasl_password: str | None = None) -> None:
-        sasl = sasl_settings(security_protocol, sasl_mechanism, sasl_username, sasl_password)
+                 client_id: str = "oncelog-admin", **security: Any) -> None:
+        """``security``: security_protocol with the ssl_* and sasl_* settings of ``client.security``."""
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                                sasl=sasl)
+                                security=connection_security(**security))
 
     async def __aenter__(self) -> Admin:
         await self._cluster.__aenter__()

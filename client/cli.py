@@ -2,7 +2,8 @@
 
 ``add_subcommands(subparsers)`` registers them on the ``oncelog`` parser; ``run(args)`` executes one and returns
 the exit code (0 ok, 1 a Kafka error, 2 bad usage). Every command takes ``--bootstrap-server`` (default
-127.0.0.1:9092).
+127.0.0.1:9092) and ``--command-config FILE`` (security.protocol with the ssl.* and sasl.* settings of
+``client.security``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from oncelog.client.consumer import Consumer
 from oncelog.client.errors import KafkaError
 from oncelog.client.producer import Producer
 from oncelog.client.progress import ProgressBar
+from oncelog.client.security import read_command_config
 from oncelog.client.types import ConsumerRecord, TopicPartition
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -37,6 +39,13 @@ def _offset_or_end(text: str) -> int:
 
 def _bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP, help="HOST:PORT[,HOST:PORT...]")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="properties file with security.protocol and the ssl.* / sasl.* settings (ssl.ca.location, ...)")
+
+
+def _security(args: argparse.Namespace) -> dict[str, str]:
+    """The client keyword arguments of ``--command-config`` (none without it)."""
+    return read_command_config(args.command_config) if args.command_config else {}
 
 
 def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
@@ -167,7 +176,7 @@ def _text(data: bytes | None) -> str | None:
 
 
 async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, **_security(args)) as admin:
         if args.action == "create":
             configs = dict(item.split("=", 1) for item in args.config)
             await admin.create_topic(args.name, args.partitions, replication_factor=args.replication_factor,
@@ -203,7 +212,7 @@ async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str]) -> in
     source = open(args.file, encoding="utf-8") if args.file else stdin  # noqa: SIM115
     try:
         async with Producer(args.bootstrap_server, transactional_id=args.transactional,
-                            compression_type=args.compression) as producer:
+                            compression_type=args.compression, **_security(args)) as producer:
             if args.transactional:
                 await producer.init_transactions()
                 await producer.begin_transaction()
@@ -241,7 +250,7 @@ def _format(record: ConsumerRecord, as_json: bool) -> str:
 async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
     reset = "earliest" if args.from_beginning else "latest"
     async with Consumer(args.bootstrap_server, group_id=args.group, isolation_level=args.isolation,
-                        auto_offset_reset=reset) as consumer:
+                        auto_offset_reset=reset, **_security(args)) as consumer:
         parts = args.partition or [tp.partition for tp in await consumer.partitions_for_topic(args.topic)]
         consumer.assign([TopicPartition(args.topic, p) for p in parts])
         if args.from_beginning and args.group is None:
@@ -284,7 +293,7 @@ def format_hanging(h: HangingTransaction) -> str:
 
 
 async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, **_security(args)) as admin:
         if args.action == "list":
             if not args.hanging:
                 for t in await admin.list_transactions(states=args.state):
@@ -312,7 +321,7 @@ async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
 
 
 async def _group(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, **_security(args)) as admin:
         if args.action == "list":
             for g in await admin.list_groups(states=args.state):
                 print(f"{g.group_id}\tprotocol_type={g.protocol_type}\tstate={g.state}", file=out)
@@ -331,7 +340,7 @@ async def _group(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
                 print(f"  member={m.member_id}\tclient_id={m.client_id}\thost={m.client_host}\t"
                       f"assignment={parts}", file=out)
             if args.topic:
-                async with Consumer(args.bootstrap_server, group_id=gid) as consumer:
+                async with Consumer(args.bootstrap_server, group_id=gid, **_security(args)) as consumer:
                     tps = [tp for t in args.topic for tp in await consumer.partitions_for_topic(t)]
                     for tp, om in (await consumer.committed_many(tps)).items():
                         offset = om.offset if om is not None else "-"
@@ -354,6 +363,6 @@ async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
     tid = args.transactional_id or f"oncelog-copy-{args.input}-{args.output}"
     copied = await copy_topic(args.bootstrap_server, args.input, args.output, group_id=args.group,
                               transactional_id=tid, transform=transform, batch=args.batch,
-                              idle_timeout_ms=args.idle_timeout_ms)
+                              idle_timeout_ms=args.idle_timeout_ms, **_security(args))
     print(f"copied {copied[0]} records, wrote {copied[1]}", file=out)
     return 0

@@ -18,7 +18,7 @@ import anyio
 from anyio.abc import TaskGroup
 from oncelog.client.connection import BrokerConnection
 from oncelog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
-from oncelog.client.sasl import SaslSettings
+from oncelog.client.security import PLAINTEXT, ConnectionSecurity
 from oncelog.client.types import TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
 
@@ -77,11 +77,11 @@ class Cluster:
         reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS,
         metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
-        sasl: SaslSettings | None = None,
+        security: ConnectionSecurity = PLAINTEXT,
     ) -> None:
-        """``sasl``: authenticate every connection (``client.sasl.sasl_settings``)."""
+        """``security``: TLS and SASL of every broker connection (``client.security.connection_security``)."""
         self.bootstrap = parse_bootstrap(bootstrap_servers)
-        self.sasl = sasl
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
@@ -157,7 +157,8 @@ class Cluster:
                 await anyio.sleep(delay)
             conn = BrokerConnection(host, port, node_id=key if isinstance(key, int) else -1,
                                     client_id=self.client_id, max_in_flight=self.max_in_flight,
-                                    request_timeout_ms=self.request_timeout_ms, sasl=self.sasl)
+                                    request_timeout_ms=self.request_timeout_ms,
+                                    ssl_context=self.security.ssl_context, sasl=self.security.sasl)
             try:
                 await conn.open(self.task_group)
             except KafkaConnectionError:

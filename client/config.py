@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oncelog.client.errors import ConfigError
-from oncelog.client.sasl import SaslSettings, sasl_settings
 from oncelog.protocol.records import Compression
 
 LINGER_MS = 5  # linger.ms, Kafka default 5 (since 4.0)
@@ -44,8 +43,6 @@ class ProducerConfig:
     max_block_ms: int
     retry_backoff_ms: int
     client_id: str
-    #: security.protocol SASL_PLAINTEXT's mechanism and credentials, else None.
-    sasl: SaslSettings | None = None
 
     @classmethod
     def build(
@@ -65,10 +62,6 @@ class ProducerConfig:
         max_block_ms: int = MAX_BLOCK_MS,
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
         client_id: str = "oncelog-producer",
-        security_protocol: str = "PLAINTEXT",
-        sasl_mechanism: str = "PLAIN",
-        sasl_username: str | None = None,
-        sasl_password: str | None = None,
     ) -> ProducerConfig:
         """Validate and normalise; raises ConfigError naming the offending property."""
         if acks not in _ACKS:
@@ -104,5 +97,4 @@ class ProducerConfig:
         return cls(transactional_id, enable_idempotence, acks_n, linger_ms, batch_size,
                    COMPRESSION_TYPES[compression_type], transaction_timeout_ms, retries,
                    max_in_flight_requests_per_connection, request_timeout_ms, delivery_timeout_ms, max_block_ms,
-                   retry_backoff_ms, client_id,
-                   sasl_settings(security_protocol, sasl_mechanism, sasl_username, sasl_password))
+                   retry_backoff_ms, client_id)

@@ -9,6 +9,7 @@ outstanding request with :class:`KafkaConnectionError` / :class:`KafkaTimeoutErr
 from __future__ import annotations
 
 import itertools
+import ssl
 import struct
 from collections import deque
 from collections.abc import Mapping
@@ -52,8 +53,10 @@ class BrokerConnection:
         max_in_flight: int = 5,  # max.in.flight.requests.per.connection, Kafka default 5
         request_timeout_ms: int = 30000,  # request.timeout.ms, Kafka default 30000
         sasl: SaslSettings | None = None,
+        ssl_context: ssl.SSLContext | None = None,  # security.protocol=SSL (client.security)
     ) -> None:
         self.host = host
+        self.ssl_context = ssl_context
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -83,8 +86,17 @@ class BrokerConnection:
         timeout = timeout_s if timeout_s is not None else self.request_timeout_ms / 1000
         try:
             with anyio.fail_after(timeout):
-                self._stream = await anyio.connect_tcp(self.host, self.port)
-        except (OSError, TimeoutError) as exc:
+                if self.ssl_context is None:
+                    self._stream = await anyio.connect_tcp(self.host, self.port)
+                else:
+                    # Not "standard compatible": closing skips the close_notify exchange, whose read would race
+                    # the reader task for the socket (Kafka's frames carry their own lengths, so a truncated
+                    # stream is still detected).
+                    self._stream = await anyio.connect_tcp(  # type: ignore[assignment]
+                        self.host, self.port, ssl_context=self.ssl_context, tls_hostname=self.host,
+                        tls_standard_compatible=False,
+                    )
+        except (OSError, TimeoutError, anyio.BrokenResourceError) as exc:
             self._closed = True
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         await task_group.start(self._reader)

@@ -20,7 +20,7 @@ from oncelog.client.cluster import COORDINATOR_GROUP, Cluster
 from oncelog.client.errors import ConfigError, IllegalStateError, KafkaError, error_for
 from oncelog.client.fetch_parse import parse_partition
 from oncelog.client.group import HEARTBEAT_INTERVAL_MS, MAX_POLL_INTERVAL_MS, SESSION_TIMEOUT_MS, GroupMember
-from oncelog.client.sasl import sasl_settings
+from oncelog.client.security import connection_security
 from oncelog.client.types import ConsumerRecord, GroupMetadata, OffsetAndMetadata, TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
 
@@ -63,11 +63,10 @@ class Consumer:
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
         heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
         max_poll_interval_ms: int = MAX_POLL_INTERVAL_MS,
-        security_protocol: str = "PLAINTEXT",
-        sasl_mechanism: str = "PLAIN",
-        sasl_username: str | None = None,
-        sasl_password: str | None = None,
+        **security: Any,
     ) -> None:
+        """``security``: security_protocol with the ssl_* and sasl_* settings of ``client.security``."""
+        security = connection_security(**security)
         if isolation_level not in _ISOLATION:
             raise ConfigError(f"isolation.level must be read_uncommitted or read_committed; got {isolation_level!r}")
         if auto_offset_reset not in _RESET:
@@ -91,9 +90,8 @@ class Consumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.max_poll_records = max_poll_records
-        sasl = sasl_settings(security_protocol, sasl_mechanism, sasl_username, sasl_password)
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                                sasl=sasl)
+                                security=security)
         self._assignment: list[TopicPartition] = []
         self._fetch_pos: dict[TopicPartition, int] = {}
         self._buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}

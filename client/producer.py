@@ -28,6 +28,7 @@ from oncelog.client.errors import (
 )
 from oncelog.client.future import Future, Signal
 from oncelog.client.partitioner import DefaultPartitioner
+from oncelog.client.security import pop_security
 from oncelog.client.txn_manager import TransactionManager, TxnState
 from oncelog.client.types import GroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 from oncelog.client.versions import pick
@@ -59,12 +60,14 @@ class Producer:
         cluster: Cluster | None = None,
         **config: Any,
     ) -> None:
-        """``config``: see :meth:`ProducerConfig.build`; ``cluster`` replaces the connections (tests)."""
+        """``config``: see :meth:`ProducerConfig.build`, and ``client.security`` for security_protocol, ssl_*, sasl_*;
+        ``cluster`` replaces the connections (tests)."""
+        security = pop_security(config)
         self.config = ProducerConfig.build(**config)
         c = self.config
         self._cluster = cluster or Cluster(bootstrap_servers, client_id=c.client_id,
                                            request_timeout_ms=c.request_timeout_ms, max_in_flight=c.max_in_flight,
-                                           retry_backoff_ms=c.retry_backoff_ms, sasl=c.sasl)
+                                           retry_backoff_ms=c.retry_backoff_ms, security=security)
         self._partitioner = partitioner or DefaultPartitioner()
         self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms, c.max_in_flight)
         self._txn: TransactionManager | None = None

@@ -1,10 +1,11 @@
 """SASL for the bundled client: librdkafka's settings and the exchange run on each new connection.
 
-``security_protocol`` PLAINTEXT (default) or SASL_PLAINTEXT; with SASL_PLAINTEXT, ``sasl_mechanism`` PLAIN (default,
-as librdkafka's ``sasl.mechanism``), SCRAM-SHA-256 or SCRAM-SHA-512 and ``sasl_username`` / ``sasl_password``. The
-exchange follows Kafka's: SaslHandshake v1, then SaslAuthenticate requests until the mechanism completes; a SCRAM
-server's final signature is checked, so a server that does not know the password is refused too. A failure raises
-``SaslAuthenticationError`` (not retriable: the connection is closed by the broker and the settings must change).
+With ``security_protocol`` SASL_PLAINTEXT or SASL_SSL (``client.security`` checks the name): ``sasl_mechanism``
+PLAIN (default, as librdkafka's ``sasl.mechanism``), SCRAM-SHA-256 or SCRAM-SHA-512, and ``sasl_username`` /
+``sasl_password``. The exchange follows Kafka's: SaslHandshake v1, then SaslAuthenticate requests until the
+mechanism completes; a SCRAM server's final signature is checked, so a server that does not know the password is
+refused too. A failure raises ``SaslAuthenticationError`` (not retriable: the connection is closed by the broker and
+the settings must change).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from oncelog.protocol.sasl.plain import encode_plain
 if TYPE_CHECKING:
     from oncelog.client.connection import BrokerConnection
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+#: The security protocols that authenticate with SASL (SASL_SSL over TLS).
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", *scram.MECHANISMS)
 #: SaslHandshake v1: the tokens travel in SaslAuthenticate requests (KIP-152).
 HANDSHAKE_VERSION = 1
@@ -40,19 +42,15 @@ def sasl_settings(
     sasl_username: str | None = None,
     sasl_password: str | None = None,
 ) -> SaslSettings | None:
-    """Check librdkafka-named settings; None for PLAINTEXT. Raises ConfigError naming the property."""
+    """Check librdkafka-named settings; None for a protocol without SASL. Raises ConfigError naming the property."""
     protocol = security_protocol.upper()
-    if protocol not in SECURITY_PROTOCOLS:
-        raise ConfigError(
-            f"security.protocol must be one of {', '.join(SECURITY_PROTOCOLS)}; got {security_protocol!r}"
-        )
-    if protocol == "PLAINTEXT":
+    if protocol not in SASL_PROTOCOLS:
         return None
     mechanism = sasl_mechanism.upper()
     if mechanism not in MECHANISMS:
         raise ConfigError(f"sasl.mechanism must be one of {', '.join(MECHANISMS)}; got {sasl_mechanism!r}")
     if not sasl_username or sasl_password is None:
-        raise ConfigError("security.protocol=SASL_PLAINTEXT requires sasl.username and sasl.password")
+        raise ConfigError(f"security.protocol={protocol} requires sasl.username and sasl.password")
     return SaslSettings(mechanism, sasl_username, sasl_password)
 
 

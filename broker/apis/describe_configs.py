@@ -20,7 +20,7 @@ SOURCE_DYNAMIC_TOPIC_CONFIG = 1
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 #: Kafka's DescribeConfigsResponse.ConfigType.
-TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG = 1, 2, 5
+TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_PASSWORD = 1, 2, 5, 9
 
 
 def _text(value: object) -> str:
@@ -28,6 +28,8 @@ def _text(value: object) -> str:
 
 
 def _config_type(spec: PropertySpec) -> int:
+    if spec.sensitive:
+        return TYPE_PASSWORD
     return {bool: TYPE_BOOLEAN, int: TYPE_LONG}.get(spec.kind, TYPE_STRING)
 
 
@@ -35,14 +37,17 @@ def _broker_source(broker: BrokerNode, spec: PropertySpec) -> int:
     return SOURCE_STATIC_BROKER_CONFIG if spec.name in broker.config.explicit else SOURCE_DEFAULT_CONFIG
 
 
-def _entry(name: str, value: str, source: int, spec: PropertySpec, read_only: bool, synonyms: list[dict]) -> dict:
+def _entry(
+    name: str, value: str | None, source: int, spec: PropertySpec, read_only: bool, synonyms: list[dict]
+) -> dict:
+    """One config entry; a sensitive one has no value, as Kafka sends none for a PASSWORD config."""
     return {
         "name": name,
         "value": value,
         "read_only": read_only,
         "is_default": source == SOURCE_DEFAULT_CONFIG,
         "config_source": source,
-        "is_sensitive": False,
+        "is_sensitive": spec.sensitive,
         "synonyms": synonyms,
         "config_type": _config_type(spec),
         "documentation": spec.doc,
@@ -71,6 +76,8 @@ def _broker_entries(broker: BrokerNode) -> list[dict]:
     entries = []
     for spec in PROPERTIES.values():
         value, source = _text(broker.config[spec.name]), _broker_source(broker, spec)
+        if spec.sensitive:
+            value = None
         entries.append(
             _entry(spec.name, value, source, spec, True, [{"name": spec.name, "value": value, "source": source}])
         )

@@ -18,8 +18,7 @@ from oncelog.broker.sasl.jaas import parse_jaas_config
 from oncelog.broker.sasl.mechanisms import PlainServer, SaslFailure, ScramServer
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.sasl import scram
-
-from tests.protocol.test_scram import CLIENT_FINAL, CLIENT_FIRST, SERVER_FINAL, SERVER_FIRST
+from support.scram_vectors import CLIENT_FINAL, CLIENT_FIRST, SERVER_FINAL, SERVER_FIRST
 
 SHA256, SHA512 = 1, 2
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
@@ -232,7 +231,9 @@ def test_listener_parsing() -> None:
     advertised = parse_advertised("CLIENT://kafka.example:19093,host-a:1", listeners)
     assert advertised == {"CLIENT": Endpoint("kafka.example", 19093, "CLIENT"),
                           "PLAINTEXT": Endpoint("host-a", 1, "PLAINTEXT")}
-    for text in ("A://h:1", "PLAINTEXT://h:1,PLAINTEXT://h:2", "PLAINTEXT://h:1,CLIENT://h:1", "SSL://h:1", "",
+    tls = parse_listeners("SSL://h:1,SASL_SSL://h:2", {"SSL": "SSL", "SASL_SSL": "SASL_SSL"})
+    assert [(lst.uses_tls, lst.uses_sasl) for lst in tls] == [(True, False), (True, True)]
+    for text in ("A://h:1", "PLAINTEXT://h:1,PLAINTEXT://h:2", "PLAINTEXT://h:1,CLIENT://h:1", "",
                  "PLAINTEXT://h"):
         with pytest.raises((ConfigError, ValueError)):
             parse_listeners(text, {**protocols, "SSL": "SSL"})

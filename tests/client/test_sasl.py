@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechani
 from oncelog.client import Admin, Consumer, Producer, TopicPartition
 from oncelog.client.errors import ConfigError, SaslAuthenticationError
 from oncelog.client.sasl import sasl_settings
+from oncelog.client.security import connection_security
 from oncelog.protocol import ErrorCode
 from support.broker import BrokerProcess
 from support.sasl import sasl_broker_process
@@ -95,12 +96,15 @@ async def test_a_mechanism_the_listener_lacks(tmp_path) -> None:
 
 def test_settings_are_checked_before_any_io() -> None:
     assert sasl_settings() is None
+    assert sasl_settings("SSL") is None  # TLS only: no SASL
     settings = sasl_settings("sasl_plaintext", "scram-sha-512", "u", "secret")
     assert settings is not None and settings.mechanism == "SCRAM-SHA-512" and "secret" not in repr(settings)
-    for bad in ({"security_protocol": "SSL"}, {"security_protocol": "SASL_PLAINTEXT", "sasl_username": "u"},
+    assert connection_security(security_protocol="SASL_SSL", sasl_username="u", sasl_password="p").sasl is not None
+    for bad in ({"security_protocol": "SASL"}, {"security_protocol": "SASL_PLAINTEXT", "sasl_username": "u"},
+                {"security_protocol": "SASL_SSL", "sasl_password": "p"},
                 {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI", "sasl_username": "u",
                  "sasl_password": "p"}):
         with pytest.raises(ConfigError):
-            sasl_settings(**bad)
+            connection_security(**bad)
     with pytest.raises(ConfigError):
         Producer("127.0.0.1:1", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN")

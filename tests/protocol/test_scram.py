@@ -8,15 +8,7 @@ import base64
 import pytest
 from oncelog.protocol.sasl import scram
 from oncelog.protocol.sasl.plain import PlainFormatError, encode_plain, parse_plain
-
-MECHANISM = "SCRAM-SHA-256"
-# RFC 7677 section 3: user "user", password "pencil".
-CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
-SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-CLIENT_FINAL = (
-    b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
-)
-SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+from support.scram_vectors import CLIENT_FINAL, CLIENT_FIRST, MECHANISM, SERVER_FINAL, SERVER_FIRST
 
 
 def test_rfc7677_client_proof_and_server_signature() -> None:

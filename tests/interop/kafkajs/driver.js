@@ -3,8 +3,8 @@
  * kafkajs, driven by tests/interop/test_kafkajs.py: `node driver.js COMMAND` reads one JSON job from stdin and
  * writes one JSON result to stdout (kafkajs logs go to stderr). Bytes travel as base64 strings, null as null.
  *
- * Commands (every job has `brokers`, and may have `sasl`: kafkajs's {mechanism, username, password}, which
- * connects over SASL_PLAINTEXT):
+ * Commands (every job has `brokers`; it may have `sasl`, kafkajs's {mechanism, username, password}, to authenticate
+ * with SASL, and `ssl` ({ca, cert, key}, PEM text) to connect with TLS; both for SASL_SSL):
  * - admin    {topic, partitions, invalidTopic}: createTopics twice, once with an illegal name, then metadata.
  * - produce  {topic, partitions, records, idempotent, compression, chunk}: send the records in chunks, each record
  *            to the partition kafkajs's default (Java-compatible) partitioner picks; one {partition, offset} each.
@@ -40,8 +40,10 @@ const {
 const fromB64 = value => (value === null ? null : Buffer.from(value, 'base64'))
 const toB64 = value => (value === null || value === undefined ? null : Buffer.from(value).toString('base64'))
 
-/** The job's SASL settings (kafkajs's `sasl` option), or null for PLAINTEXT. */
+/** The job's SASL settings (kafkajs's `sasl` option), or null without SASL. */
 let jobSasl = null
+/** TLS options of every client (Node's tls.connect options: ca, cert, key as PEM text), from the job's `ssl`. */
+let tlsOptions
 
 const client = brokers =>
   new Kafka({
@@ -50,6 +52,7 @@ const client = brokers =>
     logLevel: logLevel.WARN,
     retry: { retries: 8 },
     ...(jobSasl ? { sasl: jobSasl } : {}),
+    ...(tlsOptions ? { ssl: tlsOptions } : {}),
   })
 
 /** kafkajs's message: headers become an object, a repeated name an array (in first-appearance order). */
@@ -381,6 +384,7 @@ async function main() {
   for await (const piece of process.stdin) chunks.push(piece)
   const job = JSON.parse(Buffer.concat(chunks).toString('utf8'))
   jobSasl = job.sasl || null
+  tlsOptions = job.ssl
   const result = await command(job)
   process.stdout.write(JSON.stringify(result))
 }
