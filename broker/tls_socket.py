@@ -20,14 +20,18 @@ become writable would make both tasks wait on it (trio refuses that); the connec
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import ssl
+from collections.abc import Callable
+from typing import TypeVar
 
 import structlog
 import trio
 from oncelog.broker.socket_io import NonBlockingSocket
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 #: The most plaintext one TLS record carries (RFC 8446 5.1); OpenSSL returns at most one record per read, and
 #: CPython allocates a read's whole size first, so larger asks only cost.
@@ -76,46 +80,33 @@ class TlsSocket(NonBlockingSocket):
     async def receive_some(self, max_bytes: int) -> bytes:
         if not self._handshaken:
             await self._handshake()
-        while True:
-            try:
-                return self._sock.recv(min(max_bytes, TLS_RECORD_BYTES))
-            except ssl.SSLWantReadError:
-                await self._wait(trio.lowlevel.wait_readable)
-            except ssl.SSLWantWriteError:
-                await self._wait(trio.lowlevel.wait_writable)
-            except (OSError, ValueError) as exc:
-                raise self._translate(exc) from exc
+        return await self._retry(lambda: self._sock.recv(min(max_bytes, TLS_RECORD_BYTES)))
 
     async def receive_into(self, buffer: memoryview) -> int:
         if not self._handshaken:
             await self._handshake()
-        while True:
-            try:
-                return self._sock.recv_into(buffer)
-            except ssl.SSLWantReadError:
-                await self._wait(trio.lowlevel.wait_readable)
-            except ssl.SSLWantWriteError:
-                await self._wait(trio.lowlevel.wait_writable)
-            except (OSError, ValueError) as exc:
-                raise self._translate(exc) from exc
+        return await self._retry(lambda: self._sock.recv_into(buffer))
 
     async def send_all(self, data: bytes) -> None:
         if not self._handshaken:
             await self._handshake()
         view = memoryview(data)
         while view:
+            # An SSL_write that would block is retried with the same bytes, as OpenSSL requires.
+            sent = await self._retry(functools.partial(self._sock.send, view))
+            view = view[sent:]
+
+    async def _retry(self, call: Callable[[], _T]) -> _T:
+        """``call`` (one OpenSSL read or write), repeated after waiting for what OpenSSL says it needs."""
+        while True:
             try:
-                # An SSL_write that would block is retried with the same bytes, as OpenSSL requires.
-                sent = self._sock.send(view)
-            except ssl.SSLWantWriteError:
-                await self._wait(trio.lowlevel.wait_writable)
-                continue
+                return call()
             except ssl.SSLWantReadError:
                 await self._wait(trio.lowlevel.wait_readable)
-                continue
+            except ssl.SSLWantWriteError:
+                await self._wait(trio.lowlevel.wait_writable)
             except (OSError, ValueError) as exc:
                 raise self._translate(exc) from exc
-            view = view[sent:]
 
     def _translate(self, exc: Exception) -> Exception:
         if self._sock.fileno() < 0:

@@ -8,41 +8,22 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from oncelog.client import Admin, Consumer, Producer, TopicPartition
 from oncelog.client.errors import ConfigError, SaslAuthenticationError
 from oncelog.client.sasl import sasl_settings
 from oncelog.client.security import connection_security
 from oncelog.protocol import ErrorCode
 from support.broker import BrokerProcess
-from support.sasl import sasl_broker_process
+from support.sasl import LOGINS, running_sasl_broker
 from support.topics import create_topic_confluent
 
 pytestmark = pytest.mark.anyio
-LOGINS = [
-    ("PLAIN", "alice", "alice-secret"),
-    ("SCRAM-SHA-256", "oc256", "oc256-secret"),
-    ("SCRAM-SHA-512", "oc512", "oc512-secret"),
-]
-SCRAM = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 
 
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = sasl_broker_process(tmp_path_factory.mktemp("client-sasl") / "data")
-    try:
-        proc.start()
-        admin = AdminClient({"bootstrap.servers": proc.bootstrap_for("PLAINTEXT")})
-        upserts = [
-            UserScramCredentialUpsertion(user, ScramCredentialInfo(SCRAM[mechanism], 4096), password.encode())
-            for mechanism, user, password in LOGINS
-            if mechanism in SCRAM
-        ]
-        for future in admin.alter_user_scram_credentials(upserts).values():
-            future.result(timeout=30)
+    with running_sasl_broker(tmp_path_factory.mktemp("client-sasl") / "data") as proc:
         yield proc
-    finally:
-        proc.close()
 
 
 def _sasl(mechanism: str, user: str, password: str) -> dict[str, str]:

@@ -9,12 +9,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError as KafkaPythonError
 from support.broker import BrokerProcess
 from support.dataset import check_roundtrip, make_records
-from support.sasl import sasl_broker_process
+from support.sasl import LOGINS, running_sasl_broker
 from support.topics import create_topic_confluent
 from test_kafka_python import consume_all as kp_consume_all
 from test_kafka_python import produce_all as kp_produce_all
@@ -23,30 +22,12 @@ from test_kcat import kcat
 
 PARTITIONS = 2
 DEADLINE_S = 30.0
-LOGINS = [
-    ("PLAIN", "alice", "alice-secret"),
-    ("SCRAM-SHA-256", "scram256", "s256-secret"),
-    ("SCRAM-SHA-512", "scram512", "s512-secret"),
-]
-SCRAM = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 
 
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = sasl_broker_process(tmp_path_factory.mktemp("sasl-clients") / "data")
-    try:
-        proc.start()
-        admin = AdminClient({"bootstrap.servers": proc.bootstrap_for("PLAINTEXT")})
-        upserts = [
-            UserScramCredentialUpsertion(user, ScramCredentialInfo(SCRAM[mechanism], 4096), password.encode())
-            for mechanism, user, password in LOGINS
-            if mechanism in SCRAM
-        ]
-        for future in admin.alter_user_scram_credentials(upserts).values():
-            future.result(timeout=DEADLINE_S)
+    with running_sasl_broker(tmp_path_factory.mktemp("sasl-clients") / "data") as proc:
         yield proc
-    finally:
-        proc.close()
 
 
 def _topic(broker: BrokerProcess, prefix: str) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -18,38 +18,26 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from support.broker import BrokerProcess, BrokerStartError, default_command
-from support.confluent_io import consume_all, produce_all
+from support.confluent_io import commit_then_abort, consume_all, produce_all
 from support.dataset import check_roundtrip, make_records
-from support.sasl import PLAIN_USERS, librdkafka_sasl, sasl_broker_process
+from support.sasl import (
+    LOGINS,
+    PLAIN_USERS,
+    authentication_errors,
+    librdkafka_sasl,
+    running_sasl_broker,
+    sasl_broker_process,
+)
 from support.topics import create_topic_confluent
 
 PARTITIONS = 2
 DEADLINE_S = 30.0
-SCRAM = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
-#: (mechanism, user, password): PLAIN users are in the broker's JAAS config, SCRAM ones are created by the tests.
-LOGINS = [
-    ("PLAIN", "alice", "alice-secret"),
-    ("SCRAM-SHA-256", "scram256", "s256-secret"),
-    ("SCRAM-SHA-512", "scram512", "s512-secret"),
-]
 
 
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = sasl_broker_process(tmp_path_factory.mktemp("sasl") / "data")
-    try:
-        proc.start()
-        admin = AdminClient(librdkafka_sasl(proc, "PLAIN", "admin", "admin-secret"))
-        upserts = [
-            UserScramCredentialUpsertion(user, ScramCredentialInfo(SCRAM[mechanism], 8192), password.encode())
-            for mechanism, user, password in LOGINS
-            if mechanism in SCRAM
-        ]
-        for future in admin.alter_user_scram_credentials(upserts).values():
-            future.result(timeout=DEADLINE_S)
+    with running_sasl_broker(tmp_path_factory.mktemp("sasl") / "data", iterations=8192) as proc:
         yield proc
-    finally:
-        proc.close()
 
 
 def _topic(broker: BrokerProcess, prefix: str) -> str:
@@ -73,41 +61,12 @@ def test_produce_and_consume(sasl_broker: BrokerProcess, mechanism: str, user: s
 def test_transaction(sasl_broker: BrokerProcess, mechanism: str, user: str, password: str) -> None:
     conf = librdkafka_sasl(sasl_broker, mechanism, user, password)
     topic = _topic(sasl_broker, f"sasl-txn-{mechanism.lower()}")
-    producer = Producer({**conf, "transactional.id": f"sasl-{uuid.uuid4()}"})
-    producer.init_transactions(DEADLINE_S)
-    producer.begin_transaction()
-    for i in range(20):
-        producer.produce(topic, value=b"committed-%d" % i, partition=i % PARTITIONS)
-    producer.commit_transaction(DEADLINE_S)
-    producer.begin_transaction()
-    producer.produce(topic, value=b"aborted", partition=0)
-    producer.abort_transaction(DEADLINE_S)
-
-    consumer = Consumer({**conf, "group.id": f"sasl-g-{uuid.uuid4()}", "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        values: list[bytes] = []
-        for _ in range(60):
-            values += [m.value() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
-            if len(values) >= 20:
-                break
-        values += [m.value() for m in consumer.consume(100, timeout=1.0) if m.error() is None]
-    finally:
-        consumer.close()
-    assert sorted(values) == sorted(b"committed-%d" % i for i in range(20))
+    assert commit_then_abort(conf, topic, PARTITIONS, 20) == sorted(b"committed-%d" % i for i in range(20))
 
 
 @pytest.mark.parametrize(("mechanism", "user"), [(m, u) for m, u, _ in LOGINS])
 def test_a_wrong_password_is_an_authentication_error(sasl_broker: BrokerProcess, mechanism: str, user: str) -> None:
-    errors: list[KafkaError] = []
-    admin = AdminClient({**librdkafka_sasl(sasl_broker, mechanism, user, "wrong"), "error_cb": errors.append})
-    with pytest.raises(Exception):  # noqa: B017 - librdkafka gives up on the metadata request
-        admin.list_topics(timeout=5)
-    for _ in range(20):  # error callbacks are served by poll()
-        if errors:
-            break
-        admin.poll(0.5)
+    errors = authentication_errors(librdkafka_sasl(sasl_broker, mechanism, user, "wrong"))
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     assert any("invalid credentials with SASL mechanism " + mechanism in e.str() for e in errors), errors
 

@@ -18,14 +18,15 @@ from pathlib import Path
 
 import anyio
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from oncelog.client import Admin
 from oncelog.client import Consumer as OncelogConsumer
 from oncelog.client import Producer as OncelogProducer
 from oncelog.client import TopicPartition as OncelogPartition
 from support.broker import BrokerProcess
-from support.sasl import PLAIN_JAAS
+from support.confluent_io import commit_then_abort
+from support.sasl import PLAIN_JAAS, authentication_errors
 from support.tls import Pki, make_pki
 from support.topics import create_topic_confluent
 from test_kafkajs import kafkajs
@@ -82,41 +83,11 @@ def new_topic(broker: BrokerProcess, prefix: str) -> str:
 def test_confluent_transactions_over_sasl_ssl_with_scram(broker: BrokerProcess, pki: Pki) -> None:
     conf = librdkafka_conf(broker, pki, "SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD)
     topic = new_topic(broker, "sasl-ssl-txn")
-    producer = Producer({**conf, "transactional.id": f"sasl-ssl-{uuid.uuid4()}"})
-    producer.init_transactions(DEADLINE_S)
-    producer.begin_transaction()
-    for i in range(10):
-        producer.produce(topic, value=b"committed-%d" % i, partition=i % PARTITIONS)
-    producer.commit_transaction(DEADLINE_S)
-    producer.begin_transaction()
-    producer.produce(topic, value=b"aborted", partition=0)
-    producer.abort_transaction(DEADLINE_S)
-
-    consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4()}", "isolation.level": "read_committed",
-                         "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        values: list[bytes] = []
-        for _ in range(60):
-            values += [m.value() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
-            if len(values) >= 10:
-                break
-        values += [m.value() for m in consumer.consume(100, timeout=1.0) if m.error() is None]
-    finally:
-        consumer.close()
-    assert sorted(values) == sorted(b"committed-%d" % i for i in range(10))
+    assert commit_then_abort(conf, topic, PARTITIONS, 10) == sorted(b"committed-%d" % i for i in range(10))
 
 
 def test_a_wrong_password_over_sasl_ssl_is_an_authentication_error(broker: BrokerProcess, pki: Pki) -> None:
-    errors: list[KafkaError] = []
-    conf = librdkafka_conf(broker, pki, "SCRAM-SHA-256", SCRAM_USER, "wrong")
-    admin = AdminClient({**conf, "error_cb": errors.append})
-    with pytest.raises(Exception):  # noqa: B017 - librdkafka gives up on the metadata request
-        admin.list_topics(timeout=5)
-    for _ in range(20):  # error callbacks are served by poll()
-        if errors:
-            break
-        admin.poll(0.5)
+    errors = authentication_errors(librdkafka_conf(broker, pki, "SCRAM-SHA-256", SCRAM_USER, "wrong"))
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 
 

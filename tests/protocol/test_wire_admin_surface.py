@@ -8,19 +8,13 @@ import pytest
 from oncelog.protocol import (
     DECLARED_VERSIONS,
     ApiKey,
-    decode_request_header,
     decode_response,
     encode_request,
-    encode_response,
 )
 from wire_samples import decode_frame as _request
 from wire_samples import from_hex as h
 from wire_samples import plain
-
-
-def _response_bytes(key: ApiKey, version: int, body: dict) -> bytes:
-    """``body`` encoded as the answer to a request with correlation id 7."""
-    return encode_response(decode_request_header(encode_request(key, version, 7, "c", {})), body)
+from wire_samples import response_bytes as _response_bytes
 
 
 @pytest.mark.parametrize(

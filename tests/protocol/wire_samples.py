@@ -7,7 +7,7 @@ import itertools
 import uuid
 from typing import Any
 
-from oncelog.protocol import decode_request, decode_request_header
+from oncelog.protocol import ApiKey, decode_request, decode_request_header, encode_request, encode_response
 from oncelog.protocol.schema import Field, Message, Versions
 
 _counter = itertools.count(1)
@@ -105,3 +105,8 @@ def from_hex(text: str) -> bytes:
 def decode_frame(frame: bytes) -> Any:
     """The body of a whole request frame (header included), decoded."""
     return decode_request(decode_request_header(frame), frame)
+
+
+def response_bytes(key: ApiKey, version: int, body: dict) -> bytes:
+    """``body`` encoded as the answer to a request with correlation id 7."""
+    return encode_response(decode_request_header(encode_request(key, version, 7, "c", {})), body)

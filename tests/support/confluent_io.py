@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -95,3 +96,29 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, **co
         return out
     finally:
         consumer.close()
+
+
+def commit_then_abort(conf: dict[str, str], topic: str, partitions: int, count: int) -> list[bytes]:
+    """A transactional producer commits ``count`` records (``committed-<i>``, over ``partitions`` partitions), then
+    aborts one more; returns, sorted, the values a read_committed consumer with the same ``conf`` reads back."""
+    producer = Producer({**conf, "transactional.id": f"txn-{uuid.uuid4()}"})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    for i in range(count):
+        producer.produce(topic, value=b"committed-%d" % i, partition=i % partitions)
+    producer.commit_transaction(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"aborted", partition=0)
+    producer.abort_transaction(DEADLINE_S)
+    consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4()}", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        values: list[bytes] = []
+        end = time.monotonic() + DEADLINE_S
+        while len(values) < count and time.monotonic() < end:
+            values += [m.value() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+        values += [m.value() for m in consumer.consume(100, timeout=1.0) if m.error() is None]  # anything more
+    finally:
+        consumer.close()
+    return sorted(values)
