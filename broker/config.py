@@ -255,9 +255,13 @@ TOPIC_PROPERTIES: dict[str, str] = {s.topic_name: s.name for s in PROPERTIES.val
 
 
 #: Kafka's per-listener settings, ``listener.name.<listener>.<...>``, that this broker reads: a listener's own
-#: ``sasl.enabled.mechanisms`` and each mechanism's ``<mechanism>.sasl.jaas.config``.
+#: ``sasl.enabled.mechanisms``, each mechanism's ``<mechanism>.sasl.jaas.config``, and a TLS listener's ``ssl.*``.
 LISTENER_PROPERTY_PREFIX = "listener.name."
-_LISTENER_PROPERTY_SUFFIXES = ("sasl.enabled.mechanisms", "sasl.jaas.config")
+_LISTENER_PROPERTY_SUFFIXES = (
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    *(name for name in PROPERTIES if name.startswith("ssl.")),
+)
 
 
 def is_listener_property(name: str) -> bool:
@@ -384,6 +388,17 @@ class BrokerConfig:
         """A per-listener property's text, or None when it is not set."""
         value = self.values.get(name)
         return None if value is None else str(value)
+
+    def for_listener(self, prefix: str) -> BrokerConfig:
+        """This config as one listener sees it: each ``<prefix><name>`` set (``prefix`` is the listener's
+        ``listener.name.<listener>.``) replaces ``<name>``, as Kafka's ``valuesWithPrefixOverride``. Raises
+        ConfigError for a value the property does not accept."""
+        values = dict(self.values)
+        for name, raw in self.values.items():
+            spec = PROPERTIES.get(name[len(prefix) :]) if name.startswith(prefix) else None
+            if spec is not None:
+                values[spec.name] = parse_value(spec, str(raw), name)
+        return dataclasses.replace(self, values=values)
 
     def with_values(self, **overrides: object) -> BrokerConfig:
         """A copy with some properties replaced (keys use underscores for dots)."""

@@ -7,6 +7,7 @@ closes the logs cleanly (flush, producer snapshots, checkpoints, clean-shutdown 
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -70,9 +71,11 @@ class BrokerNode:
         }
         #: Each listener's bound port once serving (its configured port, or the one the OS chose for port 0).
         self.bound_ports: dict[str, int] = {}
-        #: The TLS context of the SSL and SASL_SSL listeners (None without any), built here so bad ssl.* settings
-        #: stop the start.
-        self.ssl_context = server_context(config) if any(lst.uses_tls for lst in self.listeners) else None
+        #: Per SSL or SASL_SSL listener name: its TLS context, from the ``ssl.*`` settings with the listener's own
+        #: ``listener.name.<listener>.ssl.*`` in their place; built here so bad settings stop the start.
+        self.ssl_contexts: dict[str, ssl.SSLContext] = {
+            lst.name: server_context(config.for_listener(lst.config_prefix)) for lst in self.listeners if lst.uses_tls
+        }
         self.metadata = MetadataStore(self.data_dir)
         self.logs = LogManager(self.data_dir, config.log_config())
         self.flusher = LogFlusher(

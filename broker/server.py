@@ -352,7 +352,7 @@ async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.Tas
 
     connections: set[Connection] = set()
 
-    ssl_context = broker.ssl_context if listener.uses_tls else None
+    ssl_context = broker.ssl_contexts.get(listener.name)  # None: a plaintext listener
 
     async def handle(stream: trio.SocketStream) -> None:
         sock = NonBlockingSocket.adopt(stream) if ssl_context is None else TlsSocket.adopt_tls(stream, ssl_context)

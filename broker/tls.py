@@ -1,5 +1,5 @@
 """Server-side TLS of the ``SSL`` and ``SASL_SSL`` listeners: an ``ssl.SSLContext`` built from Kafka's ``ssl.*``
-properties (one for all of them: the per-listener ``listener.name.<name>.ssl.*`` prefixes are not read).
+properties (a listener's own ``listener.name.<listener>.ssl.*`` applied first: ``BrokerConfig.for_listener``).
 
 Guaranteed: ``server_context`` returns a context whose certificate, key and trust anchors are already loaded; every
 misconfiguration (a missing or unreadable store, a wrong password, a key that does not match its certificate, a store

@@ -260,7 +260,7 @@ def test_sasl_start_up_checks(tmp_path: Path) -> None:
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS.replace("plain.Plain", "scram.Scram"),
         })
     with pytest.raises(ConfigError, match="unknown property"):
-        _node(tmp_path, **{"listener.name.sasl_plaintext.ssl.keystore.location": "/x"})
+        _node(tmp_path, **{"listener.name.sasl_plaintext.connections.max.reauth.ms": "0"})
     node = _node(tmp_path, listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", **{
         "sasl.enabled.mechanisms": "GSSAPI",  # overridden for the one SASL listener
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "scram-sha-512,PLAIN",

@@ -66,7 +66,7 @@ async def read_all(stream: trio.SocketStream) -> bytes:
 
 async def test_requests_are_answered_over_tls(start_broker, pki) -> None:
     broker = await start_tls(start_broker, pki.keystore_settings())
-    assert broker.node.ssl_context is not None
+    assert list(broker.node.ssl_contexts) == [broker.node.listeners[0].name]
     client = await connect_tls(broker, client_context(pki))
     assert await api_versions_ok(client)
     created = await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("secure"))

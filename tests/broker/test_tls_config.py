@@ -36,14 +36,38 @@ def refused(match: str, **settings: str) -> None:
         context(**ssl_settings(**settings))
 
 
-def test_only_a_broker_with_a_tls_listener_builds_a_context(tmp_path: Path) -> None:
-    def node(listeners: str, **settings: str) -> BrokerNode:
-        return BrokerNode(BrokerConfig.from_sources({"listeners": listeners, "log.dirs": str(tmp_path), **settings}))
+def node(tmp_path: Path, listeners: str, **settings: str) -> BrokerNode:
+    return BrokerNode(BrokerConfig.from_sources({"listeners": listeners, "log.dirs": str(tmp_path), **settings}))
 
-    assert node("PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", **SASL).ssl_context is None
+
+def test_only_a_broker_with_a_tls_listener_builds_a_context(tmp_path: Path) -> None:
+    assert node(tmp_path, "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", **SASL).ssl_contexts == {}
     for listeners in (SSL_LISTENER, "SASL_SSL://127.0.0.1:9094"):
         with pytest.raises(ConfigError, match="needs a keystore"):
-            node(listeners, **SASL)
+            node(tmp_path, listeners, **SASL)
+
+
+def test_a_listeners_own_ssl_settings_replace_the_brokers(tmp_path: Path, pki) -> None:
+    # Kafka's listener.name.<listener>.ssl.*: INTERNAL requires client certificates, EXTERNAL keeps the defaults.
+    two = node(
+        tmp_path,
+        "INTERNAL://127.0.0.1:9093,EXTERNAL://127.0.0.1:9094",
+        **{
+            "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SSL",
+            **pki.keystore_settings(),
+            "listener.name.internal.ssl.client.auth": "required",
+            "listener.name.internal.ssl.truststore.type": "PEM",
+            "listener.name.internal.ssl.truststore.location": str(pki.ca),
+        },
+    )
+    assert {name: ctx.verify_mode for name, ctx in two.ssl_contexts.items()} == {
+        "INTERNAL": ssl.CERT_REQUIRED,
+        "EXTERNAL": ssl.CERT_NONE,
+    }
+    with pytest.raises(ConfigError, match=r"listener\.name\.internal\.ssl\.client\.auth"):
+        node(tmp_path, "INTERNAL://127.0.0.1:9093", **{
+            "listener.security.protocol.map": "INTERNAL:SSL", **pki.keystore_settings(),
+            "listener.name.internal.ssl.client.auth": "sometimes"})  # fmt: skip
 
 
 def test_pem_keystore_file_with_key_and_chain(pki) -> None:

@@ -3,7 +3,8 @@
 confluent-kafka (librdkafka) logs in with SCRAM-SHA-256 (a user made over PLAINTEXT with
 ``alter_user_scram_credentials``) and runs a committed and an aborted transaction read back read_committed; a wrong
 password is an authentication error; each listener's Metadata names that listener's own port. kcat logs in with PLAIN;
-the bundled client with SCRAM-SHA-256 and PLAIN; kafkajs with PLAIN. Every client checks the broker's certificate.
+the bundled client with SCRAM-SHA-256 and PLAIN, and its CLI tools through ``--command-config``; kafkajs with PLAIN.
+Every client checks the broker's certificate.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from oncelog.client import Admin
 from oncelog.client import Consumer as OncelogConsumer
 from oncelog.client import Producer as OncelogProducer
 from oncelog.client import TopicPartition as OncelogPartition
-from support.broker import BrokerProcess
+from support.broker import BrokerProcess, default_command
 from support.confluent_io import commit_then_abort
 from support.sasl import PLAIN_JAAS, authentication_errors
 from support.tls import Pki, make_pki
@@ -166,3 +167,31 @@ def test_kafkajs_over_sasl_ssl_with_plain(broker: BrokerProcess, pki: Pki) -> No
     result = kafkajs(bootstrap, "consume", **login, topic=topic, groupId=f"g-{uuid.uuid4()}", expected=len(values),
                      readUncommitted=False, idleMs=500)  # fmt: skip
     assert sorted(base64.b64decode(c["value"]) for c in result["consumed"]) == sorted(values)
+
+
+def test_cli_tools_over_sasl_ssl_with_command_config(broker: BrokerProcess, pki: Pki, tmp_path: Path) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\n"
+        f"ssl.ca.location={pki.ca}\n"
+        "sasl.mechanism=SCRAM-SHA-256\n"
+        f"sasl.username={SCRAM_USER}\n"
+        f"sasl.password={SCRAM_PASSWORD}\n"
+    )
+    oncelog = default_command()[:-1]  # the oncelog command without "broker"
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*oncelog, *args, "-b", broker.bootstrap_for("SASL_SSL"), "--command-config", str(config)],
+            input=stdin, capture_output=True, text=True, timeout=DEADLINE_S, check=False,
+        )
+
+    topic = f"sasl-ssl-cli-{uuid.uuid4().hex[:8]}"
+    assert run("topic", "create", topic, "--partitions", "1").stdout == f"created {topic}\n"
+    assert run("produce", topic, "--transactional", f"cli-{topic}", stdin="one\ntwo\n").returncode == 0
+    consumed = run("consume", topic, "--from-beginning", "--count", "2", "--isolation", "read_committed")
+    assert (consumed.returncode, consumed.stdout.splitlines()) == (0, ["one", "two"]), consumed.stderr
+    config.write_text(config.read_text().replace(f"sasl.password={SCRAM_PASSWORD}", "sasl.password=wrong"))
+    refused = run("topic", "list")
+    assert refused.returncode == 1
+    assert "SaslAuthenticationError" in refused.stderr, refused.stderr

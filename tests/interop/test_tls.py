@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import GROUP_SETTINGS, unique_topic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonPartition
+from support.broker import BrokerProcess
 from support.confluent_io import consume_all, produce_all
 from support.dataset import check_roundtrip, make_records
 from support.tls import Pki, TlsBrokerProcess, make_pki
@@ -242,3 +243,24 @@ def test_client_auth_required_lets_in_only_clients_with_a_trusted_certificate(mt
     result = kafkajs(bootstrap, "consume", ssl=tls, topic=topic, groupId="tls-mtls-kafkajs", expected=len(records),
                      readUncommitted=False, idleMs=500)  # fmt: skip
     assert len(result["consumed"]) == len(records)
+
+
+def test_each_tls_listener_uses_its_own_ssl_settings(tmp_path: Path, pki: Pki) -> None:
+    # listener.name.internal.ssl.*: INTERNAL requires a client certificate, EXTERNAL (the broker's ssl.*) does not.
+    settings = {
+        "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SSL",
+        **pki.keystore_settings(),
+        "listener.name.internal.ssl.client.auth": "required",
+        "listener.name.internal.ssl.truststore.type": "PEM",
+        "listener.name.internal.ssl.truststore.location": str(pki.ca),
+    }
+    with BrokerProcess(tmp_path / "data", settings=settings, listeners=("INTERNAL", "EXTERNAL")) as broker:
+        external = AdminClient({"bootstrap.servers": broker.bootstrap_for("EXTERNAL"), **confluent_ssl(pki)})
+        brokers = external.list_topics(timeout=10).brokers.values()
+        assert [(b.host, b.port) for b in brokers] == [("127.0.0.1", broker.ports["EXTERNAL"])]
+        internal = AdminClient({"bootstrap.servers": broker.bootstrap_for("INTERNAL"), **confluent_ssl(pki)})
+        with pytest.raises(KafkaException):
+            internal.list_topics(timeout=3)
+        with_cert = {"bootstrap.servers": broker.bootstrap_for("INTERNAL"), **confluent_ssl(pki, client_cert=True)}
+        brokers = AdminClient(with_cert).list_topics(timeout=10).brokers.values()
+        assert [(b.host, b.port) for b in brokers] == [("127.0.0.1", broker.ports["INTERNAL"])]
