@@ -66,7 +66,7 @@ class Consumer:
         **security: Any,
     ) -> None:
         """``security``: security_protocol with the ssl_* and sasl_* settings of ``client.security``."""
-        security = connection_security(**security)
+        connection = connection_security(**security)
         if isolation_level not in _ISOLATION:
             raise ConfigError(f"isolation.level must be read_uncommitted or read_committed; got {isolation_level!r}")
         if auto_offset_reset not in _RESET:
@@ -91,7 +91,7 @@ class Consumer:
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.max_poll_records = max_poll_records
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                                security=security)
+                                security=connection)
         self._assignment: list[TopicPartition] = []
         self._fetch_pos: dict[TopicPartition, int] = {}
         self._buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}

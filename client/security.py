@@ -2,10 +2,9 @@
 with underscores): ``connection_security`` turns them into a ``ConnectionSecurity``.
 
 ``security_protocol``: ``PLAINTEXT`` (default), ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``. SASL's settings
-(``sasl_mechanism``, ``sasl_username``, ``sasl_password``) are described in ``client.sasl``. For SSL and SASL_SSL,
-``ssl_ca_location`` (PEM file of the CAs the
-broker's certificate must chain to; the system's CAs when unset), ``ssl_certificate_location`` +
-``ssl_key_location`` (+ ``ssl_key_password``) for a client certificate (mTLS), and
+(``sasl_mechanism``, ``sasl_username``, ``sasl_password``) are described in ``client.sasl``. For SSL and SASL_SSL:
+``ssl_ca_location`` (PEM file of the CAs the broker's certificate must chain to; the system's CAs when unset),
+``ssl_certificate_location`` + ``ssl_key_location`` (+ ``ssl_key_password``) for a client certificate (mTLS), and
 ``ssl_endpoint_identification_algorithm``: ``https`` (default, as librdkafka >= 2.0 and Java: the broker's
 certificate must name the host dialled) or ``none``.
 
