@@ -8,6 +8,7 @@ binding) is accepted; ``=2C`` / ``=3D`` escape ``,`` / ``=`` in names (RFC 5802 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import re
@@ -125,6 +126,14 @@ _CLIENT_FINAL = re.compile(
 _SERVER_FINAL = re.compile(rf"(?:e=(?P<error>[^,]*)|v=(?P<signature>{_BASE64}))(?:,.*)?")
 
 
+def _base64(text: str) -> bytes:
+    """The bytes of a base64 field; ScramFormatError when its length is not whole (the pattern checked its alphabet)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise ScramFormatError(f"Invalid base64 in SCRAM message: {exc}") from None
+
+
 def _text(message: bytes) -> str:
     try:
         return message.decode("utf-8")
@@ -184,7 +193,7 @@ class ServerFirst:
         match = _SERVER_FIRST.fullmatch(_text(message))
         if match is None:
             raise ScramFormatError("Invalid SCRAM server first message format")
-        return cls(match["nonce"], base64.b64decode(match["salt"]), int(match["iterations"]))
+        return cls(match["nonce"], _base64(match["salt"]), int(match["iterations"]))
 
     def to_str(self) -> str:
         return f"r={self.nonce},s={base64.b64encode(self.salt).decode()},i={self.iterations}"
@@ -202,7 +211,7 @@ class ClientFinal:
         match = _CLIENT_FINAL.fullmatch(_text(message))
         if match is None:
             raise ScramFormatError("Invalid SCRAM client final message format")
-        return cls(match["channel"], match["nonce"], base64.b64decode(match["proof"]), match["without_proof"])
+        return cls(match["channel"], match["nonce"], _base64(match["proof"]), match["without_proof"])
 
 
 @dataclass(frozen=True)
@@ -217,7 +226,7 @@ class ServerFinal:
             raise ScramFormatError("Invalid SCRAM server final message format")
         if match["error"] is not None:
             return cls(None, match["error"])
-        return cls(base64.b64decode(match["signature"]))
+        return cls(_base64(match["signature"]))
 
     def to_bytes(self) -> bytes:
         if self.error is not None:

@@ -63,6 +63,16 @@ def test_scram_server_refuses_a_wrong_proof(tmp_path: Path, monkeypatch: pytest.
         server.evaluate(CLIENT_FINAL)
 
 
+def test_scram_server_refuses_a_proof_that_is_not_whole_base64(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.set("user", "SCRAM-SHA-256", scram.ScramCredential.from_password("SCRAM-SHA-256", "pencil", 4096, b"salt"))
+    server = ScramServer("SCRAM-SHA-256", store)
+    nonce = scram.ServerFirst.parse(server.evaluate(CLIENT_FIRST)).nonce
+    with pytest.raises(SaslFailure, match="Invalid base64"):  # a SASL_AUTHENTICATION_FAILED answer, not a crash
+        server.evaluate(f"c=biws,r={nonce},p=AAAAA".encode())
+    assert not server.complete
+
+
 @pytest.mark.parametrize(
     ("first", "visible"),
     [
