@@ -8,11 +8,9 @@ covered by tests/broker/test_client_quotas.py); kafkajs's ACL calls are in test_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
-import kafka
 import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -37,20 +35,12 @@ from kafka.admin import ResourceType as KResourceType
 from kafka.errors import InvalidReplicationAssignmentError, SecurityDisabledError, UnknownTopicOrPartitionError
 from kafka.structs import TopicPartition as KTopicPartition
 from support.broker import BrokerProcess
+from support.kafka_python import kafka_python_admin
 from support.topics import create_topic_confluent
 
 NODE = 1  # the broker's node.id default
 DEADLINE_S = 30.0
 ELECTION_NOT_NEEDED = 84
-
-
-@contextmanager
-def _kafka_python_admin(bootstrap: str) -> Iterator[kafka.KafkaAdminClient]:
-    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        yield admin
-    finally:
-        admin.close()
 
 
 def _on_disk(data_dir: Path, topic: str, partition: int) -> int:
@@ -65,7 +55,7 @@ def test_kafka_python_describe_log_dirs_reports_the_segment_bytes_on_disk(own_br
         producer.produce("sized", value=b"record-%d" % i * 20, partition=0)
     assert producer.flush(DEADLINE_S) == 0
 
-    with _kafka_python_admin(bootstrap) as admin:
+    with kafka_python_admin(bootstrap) as admin:
         (described,) = admin.describe_log_dirs()
         only_known = admin.describe_log_dirs({"sized": [0, 9], "missing": [0]})
     assert described["broker"] == NODE
@@ -84,7 +74,7 @@ def test_kafka_python_acl_calls_see_security_disabled(bootstrap: str) -> None:
     any_topic = ResourcePatternFilter(KResourceType.TOPIC, None, ACLResourcePatternType.ANY)
     acl_filter = ACLFilter(None, "*", ACLOperation.ANY, ACLPermissionType.ANY, any_topic)
     acl = ACL("User:alice", "*", ACLOperation.READ, ACLPermissionType.ALLOW, ResourcePattern(KResourceType.TOPIC, "t"))
-    with _kafka_python_admin(bootstrap) as admin:
+    with kafka_python_admin(bootstrap) as admin:
         assert admin._manager.broker_version == (3, 3)  # its guess from our ApiVersions: DescribeAcls v3 is 3.3's
         with pytest.raises(SecurityDisabledError, match="No Authorizer is configured on the broker"):
             admin.describe_acls(acl_filter)
@@ -94,7 +84,7 @@ def test_kafka_python_acl_calls_see_security_disabled(bootstrap: str) -> None:
 
 def test_kafka_python_elections_and_reassignments(bootstrap: str, make_topic: Callable[..., str]) -> None:
     topic = make_topic("elect", 2)
-    with _kafka_python_admin(bootstrap) as admin:
+    with kafka_python_admin(bootstrap) as admin:
         elected = admin.elect_leaders(0, {topic: [0, 1]})  # ELECTION_NOT_NEEDED is not an error to it
         answers = [(r.topic, p.partition_id, p.error_code) for r in elected.replica_election_results
                    for p in r.partition_result]

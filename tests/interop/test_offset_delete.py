@@ -9,14 +9,14 @@ confluent-kafka consumer of the group then see what the deletion left.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import kafka
 import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError
+from support.kafka_python import kafka_python_admin
 
 RECORDS_PER_PARTITION = 10
 COMMITTED = 7
@@ -50,15 +50,6 @@ def _listed(bootstrap: str, group: str, partitions: list[TopicPartition]) -> dic
     return {tp.partition: tp.offset for tp in result.topic_partitions}
 
 
-@contextmanager
-def _kafka_python_admin(bootstrap: str) -> Iterator[kafka.KafkaAdminClient]:
-    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        yield admin
-    finally:
-        admin.close()
-
-
 def _first_offsets(consumer: Consumer, partitions: int) -> dict[int, int]:
     """The offset of the first record the subscribed consumer receives from each partition."""
     first: dict[int, int] = {}
@@ -83,7 +74,7 @@ def test_deleted_offset_is_gone_and_the_group_restarts_per_auto_offset_reset(
     _commit(bootstrap, group, {tp0: COMMITTED, tp1: COMMITTED})
     assert _listed(bootstrap, group, [tp0, tp1]) == {0: COMMITTED, 1: COMMITTED}
 
-    with _kafka_python_admin(bootstrap) as admin:
+    with kafka_python_admin(bootstrap) as admin:
         deleted = admin.delete_group_offsets(group, [kafka.TopicPartition(topic, 0)])
     assert deleted == {kafka.TopicPartition(topic, 0): NoError}
     assert _listed(bootstrap, group, [tp0, tp1]) == {0: OFFSET_INVALID, 1: COMMITTED}
@@ -101,7 +92,7 @@ def test_deleted_offset_is_gone_and_the_group_restarts_per_auto_offset_reset(
         # Partition 0 lost its offset: the consumer starts where auto.offset.reset says; partition 1 resumes.
         assert _first_offsets(consumer, 2) == {0: 0, 1: COMMITTED}
         # While the member is subscribed to the topic, its offsets stay (Kafka's GROUP_SUBSCRIBED_TO_TOPIC).
-        with _kafka_python_admin(bootstrap) as admin:
+        with kafka_python_admin(bootstrap) as admin:
             refused = admin.delete_group_offsets(group, [kafka.TopicPartition(topic, 1)])
         assert refused == {kafka.TopicPartition(topic, 1): GroupSubscribedToTopicError}
         assert _listed(bootstrap, group, [tp1]) == {1: COMMITTED}
@@ -113,5 +104,5 @@ def test_unknown_group_is_refused(bootstrap: str, make_topic: Callable[..., str]
     from conftest import unique_topic
 
     topic = make_topic("offdel-unknown", 1)
-    with _kafka_python_admin(bootstrap) as admin, pytest.raises(GroupIdNotFoundError):
+    with kafka_python_admin(bootstrap) as admin, pytest.raises(GroupIdNotFoundError):
         admin.delete_group_offsets(unique_topic("no-such-group"), [kafka.TopicPartition(topic, 0)])

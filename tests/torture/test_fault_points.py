@@ -4,10 +4,13 @@ reached by a real broker (which dies there, and whose data then survives the res
 from __future__ import annotations
 
 import errno
+import socket
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from oncelog.protocol import encode_request
 from oncelog.protocol.records import SimpleRecord, encode_batch
 from oncelog.storage import faults
 from oncelog.storage.config import LogConfig
@@ -17,6 +20,15 @@ from support.broker import BrokerProcess
 from support.topics import create_topic_confluent
 from support.wire import Record, WireClient
 from support.wire import encode_batch as wire_batch
+
+
+def request_killing_the_broker(broker: BrokerProcess, api_key: int, version: int, body: dict) -> None:
+    """Send one request that reaches the broker's armed crash fault point: it dies (SIGKILL) before answering."""
+    frame = encode_request(api_key, version, 1, "fault-test", body)
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        assert sock.recv(4) == b""  # the broker died before answering
+    assert broker.wait_exit(10) == -9
 
 
 @pytest.fixture
@@ -122,11 +134,8 @@ def test_flush_and_checkpoint_reports_failures_instead_of_raising(tmp_path: Path
 def test_crash_after_offset_append_then_restart_serves_consistent_offsets(tmp_path: Path) -> None:
     """The broker dies with an offset commit appended but unacknowledged: after the restart the commit is either
     wholly there or absent, and the group coordinator serves new commits."""
-    import socket
-    import struct
-
     from confluent_kafka import Consumer, TopicPartition
-    from oncelog.protocol import ApiKey, encode_request
+    from oncelog.protocol import ApiKey
 
     broker = BrokerProcess(tmp_path / "data", env={"ONCELOG_FAULTS": "group.after_offset_append"})
     try:
@@ -134,11 +143,7 @@ def test_crash_after_offset_append_then_restart_serves_consistent_offsets(tmp_pa
         create_topic_confluent(broker.bootstrap, "offs", 1)
         body = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
             {"name": "offs", "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]}
-        frame = encode_request(ApiKey.OFFSET_COMMIT, 2, 1, "fault-test", body)
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            assert sock.recv(4) == b""  # the broker died before answering
-        assert broker.wait_exit(10) == -9
+        request_killing_the_broker(broker, ApiKey.OFFSET_COMMIT, 2, body)
 
         broker.env = {}
         broker.start()
@@ -157,12 +162,9 @@ def test_crash_between_offset_tombstones_and_topic_removal_resurrects_nothing(tm
     """The broker dies once a topic deletion's offset tombstones are durable, before the topic is removed: after the
     restart the topic is still there without those offsets, the deletion can be retried, and a topic created again
     under the name has no offsets either."""
-    import socket
-    import struct
-
     from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
-    from oncelog.protocol import ApiKey, encode_request
+    from oncelog.protocol import ApiKey
 
     def committed(bootstrap: str) -> int:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
@@ -180,11 +182,7 @@ def test_crash_between_offset_tombstones_and_topic_removal_resurrects_nothing(tm
         consumer.commit(offsets=[TopicPartition("doomed", 0, 5)], asynchronous=False)
         consumer.close()
         assert committed(broker.bootstrap) == 5
-        frame = encode_request(ApiKey.DELETE_TOPICS, 4, 1, "fault-test", {"topic_names": ["doomed"], "timeout_ms": 1})
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            assert sock.recv(4) == b""  # the broker died before answering
-        assert broker.wait_exit(10) == -9
+        request_killing_the_broker(broker, ApiKey.DELETE_TOPICS, 4, {"topic_names": ["doomed"], "timeout_ms": 1})
 
         broker.env = {}
         broker.start()
@@ -202,21 +200,15 @@ def test_crash_in_the_middle_of_a_topic_creation_recovers_every_partition(tmp_pa
     """The broker dies once the first log of a new 8-partition topic exists (its metadata is durable, most of its
     directories are not made): after the restart the topic has all 8 partitions, each one takes writes."""
     import json
-    import socket
-    import struct
 
-    from oncelog.protocol import ApiKey, encode_request
+    from oncelog.protocol import ApiKey
 
     broker = BrokerProcess(tmp_path / "data", env={"ONCELOG_FAULTS": "topic.partition_created"})
     try:
         broker.start()
         body = {"topics": [{"name": "half", "num_partitions": 8, "replication_factor": 1, "assignments": [],
                             "configs": []}], "timeout_ms": 10000, "validate_only": False}  # fmt: skip
-        frame = encode_request(ApiKey.CREATE_TOPICS, 5, 1, "fault-test", body)
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            assert sock.recv(4) == b""  # the broker died before answering
-        assert broker.wait_exit(10) == -9
+        request_killing_the_broker(broker, ApiKey.CREATE_TOPICS, 5, body)
         data = tmp_path / "data"
         assert json.loads((data / "topics.json").read_text())["topics"]["half"]["partitions"] == 8
         assert 1 <= len(list(data.glob("half-*"))) < 8  # one per creation thread at most
