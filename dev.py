@@ -85,6 +85,7 @@ def main() -> int:
     ensure_node_packages()
     sync(["test"])
     run([str(VENV / "bin" / "ruff"), "check", "."])
+    run([str(VENV / "bin" / "ruff"), "format", "--check", "."])
     result = subprocess.run([str(VENV / "bin" / "pytest"), *args], cwd=ROOT)
     return result.returncode
 

@@ -52,8 +52,9 @@ async def oncelog_run(bootstrap: str, topic: str, n: int) -> tuple[float, float]
 async def aiokafka_run(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
     async with Admin(bootstrap) as admin:
         await admin.create_topic(topic, PARTITIONS)
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
-                         max_batch_size=BATCH)
+    p = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5, max_batch_size=BATCH
+    )
     await p.start()
     try:
         start = time.perf_counter()
@@ -84,14 +85,21 @@ def main() -> None:
     n = args.records
     results = []
     with BrokerProcess(settings={"log.flush.interval.messages": 1}) as broker:
-        runs = [("oncelog-asyncio", lambda t: anyio.run(oncelog_run, broker.bootstrap, t, n)),
-                ("oncelog-trio", lambda t: anyio.run(oncelog_run, broker.bootstrap, t, n, backend="trio")),
-                ("aiokafka", lambda t: asyncio.run(aiokafka_run(broker.bootstrap, t, n)))]
+        runs = [
+            ("oncelog-asyncio", lambda t: anyio.run(oncelog_run, broker.bootstrap, t, n)),
+            ("oncelog-trio", lambda t: anyio.run(oncelog_run, broker.bootstrap, t, n, backend="trio")),
+            ("aiokafka", lambda t: asyncio.run(aiokafka_run(broker.bootstrap, t, n))),
+        ]
         for name, fn in runs:
             produce_s, consume_s = fn(f"bench-{name}")
-            row = {"client": name, "records": n, "produce_s": round(produce_s, 3),
-                   "produce_rps": round(n / produce_s), "consume_s": round(consume_s, 3),
-                   "consume_rps": round(n / consume_s)}
+            row = {
+                "client": name,
+                "records": n,
+                "produce_s": round(produce_s, 3),
+                "produce_rps": round(n / produce_s),
+                "consume_s": round(consume_s, 3),
+                "consume_rps": round(n / consume_s),
+            }
             results.append(row)
             print(f"{name:16s} produce {row['produce_rps']:>9,} rec/s   consume {row['consume_rps']:>9,} rec/s")
     if args.json:

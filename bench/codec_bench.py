@@ -14,14 +14,36 @@ from oncelog.protocol.primitives import Reader
 
 RECORDS = os.urandom(16 * 1024)
 
-PRODUCE = {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
-           "topic_data": [{"name": "events", "partition_data": [{"index": 0, "records": RECORDS}]}]}
+PRODUCE = {
+    "transactional_id": None,
+    "acks": -1,
+    "timeout_ms": 30000,
+    "topic_data": [{"name": "events", "partition_data": [{"index": 0, "records": RECORDS}]}],
+}
 
-FETCH = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
-    {"topic": "events", "partitions": [
-        {"partition_index": p, "error_code": 0, "high_watermark": 1000, "last_stable_offset": 1000,
-         "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1,
-         "records": RECORDS} for p in range(4)]}]}
+FETCH = {
+    "throttle_time_ms": 0,
+    "error_code": 0,
+    "session_id": 0,
+    "responses": [
+        {
+            "topic": "events",
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "error_code": 0,
+                    "high_watermark": 1000,
+                    "last_stable_offset": 1000,
+                    "log_start_offset": 0,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": RECORDS,
+                }
+                for p in range(4)
+            ],
+        }
+    ],
+}
 
 
 def _round(message: object, version: int, body: dict, compiled: bool) -> float:
@@ -39,10 +61,12 @@ def _round(message: object, version: int, body: dict, compiled: bool) -> float:
 
 def main() -> None:
     """Print the figures."""
-    cases = [("Produce v9 request (1 topic, 1 partition, 16 KiB)", SCHEMAS[ApiKey.PRODUCE][0], 9, PRODUCE),
-             ("Produce v3 request (1 topic, 1 partition, 16 KiB)", SCHEMAS[ApiKey.PRODUCE][0], 3, PRODUCE),
-             ("Fetch v12 response (1 topic, 4 partitions x 16 KiB)", SCHEMAS[ApiKey.FETCH][1], 12, FETCH),
-             ("Fetch v11 response (1 topic, 4 partitions x 16 KiB)", SCHEMAS[ApiKey.FETCH][1], 11, FETCH)]
+    cases = [
+        ("Produce v9 request (1 topic, 1 partition, 16 KiB)", SCHEMAS[ApiKey.PRODUCE][0], 9, PRODUCE),
+        ("Produce v3 request (1 topic, 1 partition, 16 KiB)", SCHEMAS[ApiKey.PRODUCE][0], 3, PRODUCE),
+        ("Fetch v12 response (1 topic, 4 partitions x 16 KiB)", SCHEMAS[ApiKey.FETCH][1], 12, FETCH),
+        ("Fetch v11 response (1 topic, 4 partitions x 16 KiB)", SCHEMAS[ApiKey.FETCH][1], 11, FETCH),
+    ]
     print(f"{'case':55} {'compiled us':>12} {'interpreted us':>15} {'speedup':>8}")
     for name, message, version, body in cases:
         fast = _round(message, version, body, True)

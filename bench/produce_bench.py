@@ -128,9 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--peers", default="oncelog,mock", help="comma list of oncelog, mock")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="oncelog broker setting"
-    )
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="oncelog broker setting")
     args = parser.parse_args(argv)
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     settings = dict(s.split("=", 1) for s in args.set)

@@ -430,9 +430,13 @@ def bench_p4(r: Run) -> None:
         if floors and r.disk is not None and r.runtime is not None
         else ""
     )
-    cpu_text = "" if ours["broker_cpu_ms_per_commit"] is None else (
-        f"; broker CPU {ours['broker_cpu_ms_per_commit']:.2f} ms per commit"
-        + (f" (runtime alone {floors['runtime_cpu_us_per_commit']:.0f} us)" if floors else "")
+    cpu_text = (
+        ""
+        if ours["broker_cpu_ms_per_commit"] is None
+        else (
+            f"; broker CPU {ours['broker_cpu_ms_per_commit']:.2f} ms per commit"
+            + (f" (runtime alone {floors['runtime_cpu_us_per_commit']:.0f} us)" if floors else "")
+        )
     )
     r.add(
         Line(

@@ -52,9 +52,13 @@ def main() -> int:
         t0 = time.perf_counter()
         fill(bs, "bench-in", args.partitions, args.records)
         print(f"fill: {args.records / (time.perf_counter() - t0):,.0f} rec/s")
-        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                 .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-                 .getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(OncelogDataSource)
         reader = spark.read.format("oncelog").option("kafka.bootstrap.servers", bs).option("subscribe", "bench-in")
@@ -67,15 +71,27 @@ def main() -> int:
         with Admin(bs) as admin:
             admin.create_topic("bench-out", args.partitions)
         t0 = time.perf_counter()
-        q = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", bs).option("subscribe", "bench-in")
-             .option("startingOffsets", "earliest").load().select("key", "value")
-             .writeStream.format("oncelog").option("kafka.bootstrap.servers", bs).option("topic", "bench-out")
-             .option("checkpointLocation", os.path.join(tmp, "ck")).trigger(availableNow=True).start())
+        q = (
+            spark.readStream.format("oncelog")
+            .option("kafka.bootstrap.servers", bs)
+            .option("subscribe", "bench-in")
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("key", "value")
+            .writeStream.format("oncelog")
+            .option("kafka.bootstrap.servers", bs)
+            .option("topic", "bench-out")
+            .option("checkpointLocation", os.path.join(tmp, "ck"))
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination()
         dt = time.perf_counter() - t0
         rate = args.records / dt
-        print(f"exactly-once streaming copy: {args.records:,} records in {dt:.2f} s = {rate:,.0f} rec/s "
-              f"(goal >= {GOAL_COPY:,}: {'met' if rate >= GOAL_COPY else 'MISS'})")
+        print(
+            f"exactly-once streaming copy: {args.records:,} records in {dt:.2f} s = {rate:,.0f} rec/s "
+            f"(goal >= {GOAL_COPY:,}: {'met' if rate >= GOAL_COPY else 'MISS'})"
+        )
         spark.stop()
     return 0
 

@@ -34,7 +34,12 @@ def bitfield(*operations: AclOperation) -> int:
 
 _Op = AclOperation
 CLUSTER_OPERATIONS = bitfield(
-    _Op.CREATE, _Op.CLUSTER_ACTION, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS, _Op.IDEMPOTENT_WRITE, _Op.ALTER,
+    _Op.CREATE,
+    _Op.CLUSTER_ACTION,
+    _Op.DESCRIBE_CONFIGS,
+    _Op.ALTER_CONFIGS,
+    _Op.IDEMPOTENT_WRITE,
+    _Op.ALTER,
     _Op.DESCRIBE,
 )
 TOPIC_OPERATIONS = bitfield(

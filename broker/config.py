@@ -205,9 +205,7 @@ PROPERTIES: dict[str, PropertySpec] = {
             "transactional.id.expiration.ms", int, 604800000, "Idle transactional ids are forgotten after this."
         ),
         PropertySpec("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets."),
-        PropertySpec(
-            "offsets.retention.minutes", int, 10080, "Committed offsets of an empty group expire after this."
-        ),
+        PropertySpec("offsets.retention.minutes", int, 10080, "Committed offsets of an empty group expire after this."),
         PropertySpec("offsets.retention.check.interval.ms", int, 600000, "How often stale offsets are expired."),
         PropertySpec("offset.metadata.max.bytes", int, 4096, "Largest metadata string of a committed offset."),
         PropertySpec(

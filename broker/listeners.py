@@ -119,8 +119,10 @@ def parse_advertised(text: str, listeners: list[Listener]) -> dict[str, Endpoint
         endpoint = Endpoint.parse(item)
         name = endpoint.name or listeners[0].name
         if name not in names:
-            raise ConfigError(f"advertised.listeners listener names must be equal to or a subset of the ones "
-                              f"defined in listeners, found {name}")
+            raise ConfigError(
+                f"advertised.listeners listener names must be equal to or a subset of the ones "
+                f"defined in listeners, found {name}"
+            )
         if name in result:
             raise ConfigError(f"Each advertised listener must have a different name, found {name} twice")
         if endpoint.host in _WILDCARD_HOSTS:

@@ -132,9 +132,7 @@ class Connection:
         self._sock = sock
         self._listener = listener = listener or broker.listeners[0]
         #: On a SASL listener, the authentication every request must wait for.
-        self._sasl = (
-            SaslSession(broker.sasl[listener.name], broker.scram_credentials) if listener.uses_sasl else None
-        )
+        self._sasl = SaslSession(broker.sasl[listener.name], broker.scram_credentials) if listener.uses_sasl else None
         self._client_host = sock.peer_host()
         self._reader = FrameReader(sock, broker.config.get_int("socket.request.max.bytes"))
         #: Responses handed to the writer and not yet sent; while any is, the reader must queue behind them.

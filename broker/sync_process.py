@@ -184,4 +184,3 @@ class SyncProcess(Generic[T]):
     def _deliver_failed(self) -> None:
         failed, self._failed = self._failed, []
         self._on_results(failed)
-

@@ -96,13 +96,16 @@ def _load_keystore(context: ssl.SSLContext, config: BrokerConfig) -> None:
     chain = config.get_str("ssl.keystore.certificate.chain")
     key = config.get_str("ssl.keystore.key")
     if not (location or chain or key):
-        raise ConfigError("a TLS listener (SSL, SASL_SSL) needs a keystore: set ssl.keystore.location (or, for PEM, "
-                          "ssl.keystore.certificate.chain and ssl.keystore.key)")
+        raise ConfigError(
+            "a TLS listener (SSL, SASL_SSL) needs a keystore: set ssl.keystore.location (or, for PEM, "
+            "ssl.keystore.certificate.chain and ssl.keystore.key)"
+        )
     kind = _store_type(config, "ssl.keystore.type")
     if chain or key:
         if kind != "PEM":
-            raise ConfigError(f"ssl.keystore.key and ssl.keystore.certificate.chain need ssl.keystore.type=PEM, "
-                              f"not {kind}")
+            raise ConfigError(
+                f"ssl.keystore.key and ssl.keystore.certificate.chain need ssl.keystore.type=PEM, not {kind}"
+            )
         if not (chain and key):
             missing = "ssl.keystore.key" if chain else "ssl.keystore.certificate.chain"
             raise ConfigError(f"{missing} is not set: the PEM keystore needs both key and certificate chain")

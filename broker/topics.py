@@ -208,9 +208,7 @@ class TopicManager:
         log.info("partitions_created", topic=name, partitions=count)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
 
-    def growth_problem(
-        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
-    ) -> TopicOutcome | None:
+    def growth_problem(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> TopicOutcome | None:
         """The error a CreatePartitions request for this topic gets (Kafka's controller checks, in its order),
         or None when the topic may grow to ``count`` partitions."""
         topic = self._broker.metadata.get(name)
@@ -251,9 +249,7 @@ class TopicManager:
         previous = None
         for broker_id in sorted(replicas):
             if broker_id != self._broker.node_id:
-                return (
-                    f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
-                )
+                return f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
             if broker_id == previous:
                 return f"The manual partition assignment includes the broker {broker_id} more than once."
             previous = broker_id

@@ -59,8 +59,9 @@ class RecordAccumulator:
         self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
 
-    def append(self, tp: TopicPartition, record: SimpleRecord, fut: Future[RecordMetadata],
-               now: float) -> tuple[bool, bool]:
+    def append(
+        self, tp: TopicPartition, record: SimpleRecord, fut: Future[RecordMetadata], now: float
+    ) -> tuple[bool, bool]:
         """Add ``record``; returns (it started a new batch, it filled its batch): either wakes the sender."""
         queue = self.queues.setdefault(tp, deque())
         size = record_size(record)
@@ -76,8 +77,9 @@ class RecordAccumulator:
         batch.size += size
         return new, batch.size >= self.batch_size
 
-    def ready(self, now: float, *, flushing: bool,
-              sendable: Callable[[TopicPartition], bool]) -> tuple[list[ProducerBatch], float]:
+    def ready(
+        self, now: float, *, flushing: bool, sendable: Callable[[TopicPartition], bool]
+    ) -> tuple[list[ProducerBatch], float]:
         """Pop the head batch of every partition that may send now; also the seconds until the next one may."""
         out: list[ProducerBatch] = []
         wait = 3600.0

@@ -114,22 +114,30 @@ def raise_partition_errors(api: str, errors: Mapping[TopicPartition, int]) -> No
         raise error_for(next(iter(failed.values())), f"{api} {detail}")
 
 
-def coordinator_has_open(descriptions: Iterable[TransactionDescription], producer_id: int,
-                         tp: TopicPartition) -> bool:
+def coordinator_has_open(descriptions: Iterable[TransactionDescription], producer_id: int, tp: TopicPartition) -> bool:
     """Whether one of the coordinator's ``descriptions`` is ``producer_id``'s transaction, still open
     (``OPEN_TXN_STATES``) and holding ``tp``; a partition's open transaction for which this is False hangs."""
-    return any(d.producer_id == producer_id and d.state in OPEN_TXN_STATES and tp in d.partitions
-               for d in descriptions)
+    return any(d.producer_id == producer_id and d.state in OPEN_TXN_STATES and tp in d.partitions for d in descriptions)
 
 
 class Admin:
     """``async with Admin("host:port") as admin: await admin.create_topic("t", 3)``."""
 
-    def __init__(self, bootstrap_servers: str | Iterable[str], *, request_timeout_ms: int = 30000,
-                 client_id: str = "oncelog-admin", **security: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        *,
+        request_timeout_ms: int = 30000,
+        client_id: str = "oncelog-admin",
+        **security: Any,
+    ) -> None:
         """``security``: security_protocol with the ssl_* and sasl_* settings of ``client.security``."""
-        self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                                security=connection_security(**security))
+        self._cluster = Cluster(
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=connection_security(**security),
+        )
 
     async def __aenter__(self) -> Admin:
         await self._cluster.__aenter__()
@@ -149,15 +157,30 @@ class Admin:
 
     # --- topics -------------------------------------------------------------------------------------------
 
-    async def create_topics(self, topics: Mapping[str, int], *, replication_factor: int = 1,
-                            configs: Mapping[str, str] | None = None, validate_only: bool = False,
-                            timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, KafkaError | None]:
+    async def create_topics(
+        self,
+        topics: Mapping[str, int],
+        *,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+        timeout_ms: int = ADMIN_TIMEOUT_MS,
+    ) -> dict[str, KafkaError | None]:
         """Create ``{name: partitions}``; returns each topic's error (None when created)."""
-        body = {"topics": [{"name": name, "num_partitions": n, "replication_factor": replication_factor,
-                            "assignments": [],
-                            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
-                           for name, n in topics.items()],
-                "timeout_ms": timeout_ms, "validate_only": validate_only}
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": n,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                }
+                for name, n in topics.items()
+            ],
+            "timeout_ms": timeout_ms,
+            "validate_only": validate_only,
+        }
         resp = await self._cluster.request(await self._controller(), ApiKey.CREATE_TOPICS, body)
         self._cluster.invalidate()
         return {t.name: error_for(t.error_code, t.error_message) if t.error_code else None for t in resp.topics}
@@ -168,18 +191,23 @@ class Admin:
         if error is not None:
             raise error
 
-    async def create_partitions(self, counts: Mapping[str, int], *, validate_only: bool = False,
-                                timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, KafkaError | None]:
+    async def create_partitions(
+        self, counts: Mapping[str, int], *, validate_only: bool = False, timeout_ms: int = ADMIN_TIMEOUT_MS
+    ) -> dict[str, KafkaError | None]:
         """Grow each topic of ``{name: new partition count}`` (the broker places the new partitions); returns each
         topic's error (None when grown, or when ``validate_only`` found nothing wrong)."""
-        body = {"topics": [{"name": name, "count": n, "assignments": None} for name, n in counts.items()],
-                "timeout_ms": timeout_ms, "validate_only": validate_only}
+        body = {
+            "topics": [{"name": name, "count": n, "assignments": None} for name, n in counts.items()],
+            "timeout_ms": timeout_ms,
+            "validate_only": validate_only,
+        }
         resp = await self._cluster.request(await self._controller(), ApiKey.CREATE_PARTITIONS, body)
         self._cluster.invalidate()
         return {r.name: error_for(r.error_code, r.error_message) if r.error_code else None for r in resp.results}
 
-    async def delete_topics(self, names: Iterable[str], *,
-                            timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, KafkaError | None]:
+    async def delete_topics(
+        self, names: Iterable[str], *, timeout_ms: int = ADMIN_TIMEOUT_MS
+    ) -> dict[str, KafkaError | None]:
         names = list(names)
         body = {"topic_names": names, "topics": [{"name": n} for n in names], "timeout_ms": timeout_ms}
         resp = await self._cluster.request(await self._controller(), ApiKey.DELETE_TOPICS, body)
@@ -189,8 +217,7 @@ class Admin:
     async def list_topics(self, *, internal: bool = False) -> dict[str, int]:
         """``{topic: partition count}`` of every topic (internal ones only when asked)."""
         resp = await self._cluster.refresh_metadata(None)
-        return {t.name: len(t.partitions) for t in resp.topics
-                if t.error_code == 0 and (internal or not t.is_internal)}
+        return {t.name: len(t.partitions) for t in resp.topics if t.error_code == 0 and (internal or not t.is_internal)}
 
     async def describe_topics(self, names: Iterable[str]) -> dict[str, dict[int, int]]:
         """``{topic: {partition: leader node id}}``; raises the error of an unknown topic."""
@@ -203,8 +230,9 @@ class Admin:
             out[t.name] = {p.partition_index: p.leader_id for p in parts}
         return out
 
-    async def delete_records(self, offsets: Mapping[TopicPartition, int], *,
-                             timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[TopicPartition, int]:
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int = ADMIN_TIMEOUT_MS
+    ) -> dict[TopicPartition, int]:
         """Delete the records below each partition's offset (``HIGH_WATERMARK``, -1: below its high watermark);
         returns each partition's new low watermark (log start offset), durable when this returns.
 
@@ -247,17 +275,29 @@ class Admin:
             for d in resp.results:
                 if d.error_code:
                     raise error_for(d.error_code, f"DescribeLogDirs broker {node} {d.log_dir}")
-                sizes = {TopicPartition(t.name, p.partition_index): p.partition_size
-                         for t in d.topics for p in t.partitions}
-                out.append(LogDirDescription(node, d.log_dir, sizes, getattr(d, "total_bytes", -1),
-                                             getattr(d, "usable_bytes", -1)))
+                sizes = {
+                    TopicPartition(t.name, p.partition_index): p.partition_size for t in d.topics for p in t.partitions
+                }
+                out.append(
+                    LogDirDescription(
+                        node, d.log_dir, sizes, getattr(d, "total_bytes", -1), getattr(d, "usable_bytes", -1)
+                    )
+                )
         return out
 
-    async def describe_configs(self, resource_type: str, name: str,
-                               keys: Iterable[str] | None = None) -> dict[str, str | None]:
+    async def describe_configs(
+        self, resource_type: str, name: str, keys: Iterable[str] | None = None
+    ) -> dict[str, str | None]:
         """Config values of a ``"topic"`` or ``"broker"`` (by node id as a string)."""
-        body = {"resources": [{"resource_type": RESOURCE_TYPES[resource_type], "resource_name": name,
-                               "configuration_keys": None if keys is None else list(keys)}]}
+        body = {
+            "resources": [
+                {
+                    "resource_type": RESOURCE_TYPES[resource_type],
+                    "resource_name": name,
+                    "configuration_keys": None if keys is None else list(keys),
+                }
+            ]
+        }
         node = int(name) if resource_type == "broker" else None
         resp = await self._cluster.request(node, ApiKey.DESCRIBE_CONFIGS, body)
         result = resp.results[0]
@@ -265,16 +305,17 @@ class Admin:
             raise error_for(result.error_code, result.error_message)
         return {c.name: c.value for c in result.configs}
 
-    async def incremental_alter_configs(self, resource_type: str, name: str,
-                                        ops: Iterable[tuple[str, str, str | None]], *,
-                                        validate_only: bool = False) -> None:
+    async def incremental_alter_configs(
+        self, resource_type: str, name: str, ops: Iterable[tuple[str, str, str | None]], *, validate_only: bool = False
+    ) -> None:
         """Apply ``(config, op, value)`` operations to a ``"topic"``'s (or ``"broker"``'s) configs, op one of
         ``CONFIG_OPS`` (value None for "delete"), e.g. ``[("retention.ms", "set", "60000")]``. Raises the
         resource's error; once it returns the change is durable and in effect (unless ``validate_only``)."""
         configs = [{"name": key, "config_operation": CONFIG_OPS[op], "value": value} for key, op, value in ops]
-        body = {"resources": [{"resource_type": RESOURCE_TYPES[resource_type], "resource_name": name,
-                               "configs": configs}],
-                "validate_only": validate_only}
+        body = {
+            "resources": [{"resource_type": RESOURCE_TYPES[resource_type], "resource_name": name, "configs": configs}],
+            "validate_only": validate_only,
+        }
         node = int(name) if resource_type == "broker" and name else None
         resp = await self._cluster.request(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
         result = resp.responses[0]
@@ -283,19 +324,25 @@ class Admin:
 
     # --- transactions (KIP-664) ---------------------------------------------------------------------------
 
-    async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
-                                duration_ms: int = -1) -> list[TransactionListing]:
+    async def list_transactions(
+        self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (), duration_ms: int = -1
+    ) -> list[TransactionListing]:
         """Every broker's ListTransactions answer, merged."""
         await self._cluster.refresh_metadata([])
         out: list[TransactionListing] = []
-        body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
-                "duration_filter": duration_ms}
+        body = {
+            "state_filters": list(states),
+            "producer_id_filters": list(producer_ids),
+            "duration_filter": duration_ms,
+        }
         for node in sorted(self._cluster.brokers):
             resp = await self._cluster.request(node, ApiKey.LIST_TRANSACTIONS, body)
             if resp.error_code:
                 raise error_for(resp.error_code, "ListTransactions")
-            out += [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
-                    for t in resp.transaction_states]
+            out += [
+                TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                for t in resp.transaction_states
+            ]
         return out
 
     async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
@@ -307,13 +354,19 @@ class Admin:
                 if s.error_code:
                     raise error_for(s.error_code, f"DescribeTransactions {s.transactional_id}")
                 out[s.transactional_id] = TransactionDescription(
-                    s.transactional_id, s.transaction_state, s.producer_id, s.producer_epoch,
-                    s.transaction_timeout_ms, s.transaction_start_time_ms,
-                    [TopicPartition(t.topic, p) for t in s.topics for p in t.partitions])
+                    s.transactional_id,
+                    s.transaction_state,
+                    s.producer_id,
+                    s.producer_epoch,
+                    s.transaction_timeout_ms,
+                    s.transaction_start_time_ms,
+                    [TopicPartition(t.topic, p) for t in s.topics for p in t.partitions],
+                )
         return out
 
-    async def describe_producers(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition,
-                                                                                     list[ProducerState]]:
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, list[ProducerState]]:
         """Active producers of each partition (DescribeProducers, sent to the partition's leader)."""
         by_node: dict[int, list[TopicPartition]] = {}
         for tp in partitions:
@@ -330,18 +383,34 @@ class Admin:
                     if p.error_code:
                         raise error_for(p.error_code, p.error_message)
                     out[TopicPartition(t.name, p.partition_index)] = [
-                        ProducerState(a.producer_id, a.producer_epoch, a.last_sequence, a.last_timestamp,
-                                      a.coordinator_epoch, a.current_txn_start_offset)
-                        for a in p.active_producers]
+                        ProducerState(
+                            a.producer_id,
+                            a.producer_epoch,
+                            a.last_sequence,
+                            a.last_timestamp,
+                            a.coordinator_epoch,
+                            a.current_txn_start_offset,
+                        )
+                        for a in p.active_producers
+                    ]
         return out
 
-    async def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                                coordinator_epoch: int = 0) -> None:
+    async def abort_transaction(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int = 0
+    ) -> None:
         """Write an ABORT marker for a hanging transaction of ``producer_id`` to ``tp`` (WriteTxnMarkers, sent
         to the partition's leader), as Kafka's ``kafka-transactions.sh abort`` does."""
-        body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
-                             "transaction_result": False, "coordinator_epoch": coordinator_epoch,
-                             "topics": [{"name": tp.topic, "partition_indexes": [tp.partition]}]}]}
+        body = {
+            "markers": [
+                {
+                    "producer_id": producer_id,
+                    "producer_epoch": producer_epoch,
+                    "transaction_result": False,
+                    "coordinator_epoch": coordinator_epoch,
+                    "topics": [{"name": tp.topic, "partition_indexes": [tp.partition]}],
+                }
+            ]
+        }
         resp = await self._cluster.request(await self._cluster.leader_for(tp), ApiKey.WRITE_TXN_MARKERS, body)
         for marker in resp.markers:
             for t in marker.topics:
@@ -366,22 +435,34 @@ class Admin:
         tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
         if not tps:
             return []
-        open_txns = {(tp, s.producer_id): s for tp, states in (await self.describe_producers(tps)).items()
-                     for s in states if s.current_txn_start_offset >= 0}
+        open_txns = {
+            (tp, s.producer_id): s
+            for tp, states in (await self.describe_producers(tps)).items()
+            for s in states
+            if s.current_txn_start_offset >= 0
+        }
         if not open_txns:
             return []
         listings = await self.list_transactions(producer_ids=sorted({pid for _tp, pid in open_txns}))
         descriptions = await self._describe_existing({t.transactional_id for t in listings})
-        candidates = {key: s for key, s in open_txns.items()
-                      if not coordinator_has_open(descriptions, key[1], key[0])}
+        candidates = {key: s for key, s in open_txns.items() if not coordinator_has_open(descriptions, key[1], key[0])}
         if not candidates:
             return []
         again = await self.describe_producers(sorted({tp for tp, _pid in candidates}))
         still = {(tp, s.producer_id): s.current_txn_start_offset for tp, states in again.items() for s in states}
-        return [HangingTransaction(tp.topic, tp.partition, pid, s.producer_epoch, s.coordinator_epoch,
-                                   s.current_txn_start_offset, s.last_timestamp)
-                for (tp, pid), s in sorted(candidates.items())
-                if still.get((tp, pid)) == s.current_txn_start_offset]
+        return [
+            HangingTransaction(
+                tp.topic,
+                tp.partition,
+                pid,
+                s.producer_epoch,
+                s.coordinator_epoch,
+                s.current_txn_start_offset,
+                s.last_timestamp,
+            )
+            for (tp, pid), s in sorted(candidates.items())
+            if still.get((tp, pid)) == s.current_txn_start_offset
+        ]
 
     async def _describe_existing(self, transactional_ids: Iterable[str]) -> list[TransactionDescription]:
         """DescribeTransactions of each id, leaving out the ids that expired since they were listed."""
@@ -415,12 +496,16 @@ class Admin:
             for g in resp.groups:
                 if g.error_code:
                     raise error_for(g.error_code, f"DescribeGroups {g.group_id}")
-                members = [MemberDescription(m.member_id, m.client_id, m.client_host,
-                                             decode_assignment(m.member_assignment)
-                                             if g.protocol_type == "consumer" else [])
-                           for m in g.members]
-                out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
-                                                   members)
+                members = [
+                    MemberDescription(
+                        m.member_id,
+                        m.client_id,
+                        m.client_host,
+                        decode_assignment(m.member_assignment) if g.protocol_type == "consumer" else [],
+                    )
+                    for m in g.members
+                ]
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
         return out
 
     async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
@@ -441,6 +526,7 @@ class Admin:
             if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 self._cluster.forget_coordinator(COORDINATOR_GROUP, group_id)
             raise error_for(resp.error_code, f"OffsetDelete {group_id}")
-        raise_partition_errors(f"OffsetDelete {group_id}",
-                               {TopicPartition(t.name, p.partition_index): p.error_code
-                                for t in resp.topics for p in t.partitions})
+        raise_partition_errors(
+            f"OffsetDelete {group_id}",
+            {TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions},
+        )

@@ -33,7 +33,7 @@ class _Reader:
 
     def string(self) -> str:
         n = self.unpack(_I16)
-        s = self.data[self.pos:self.pos + n].decode()
+        s = self.data[self.pos : self.pos + n].decode()
         self.pos += n
         return s
 
@@ -63,8 +63,9 @@ def decode_assignment(data: bytes) -> list[TopicPartition]:
     return out
 
 
-def range_assign(subscriptions: Mapping[str, Sequence[str]],
-                 partitions: Mapping[str, int]) -> dict[str, list[TopicPartition]]:
+def range_assign(
+    subscriptions: Mapping[str, Sequence[str]], partitions: Mapping[str, int]
+) -> dict[str, list[TopicPartition]]:
     """Per topic, contiguous ranges of partitions to the members subscribed to it (the first ones get one more)."""
     out: dict[str, list[TopicPartition]] = {m: [] for m in subscriptions}
     for topic in sorted(partitions):
@@ -81,8 +82,9 @@ def range_assign(subscriptions: Mapping[str, Sequence[str]],
     return out
 
 
-def roundrobin_assign(subscriptions: Mapping[str, Sequence[str]],
-                      partitions: Mapping[str, int]) -> dict[str, list[TopicPartition]]:
+def roundrobin_assign(
+    subscriptions: Mapping[str, Sequence[str]], partitions: Mapping[str, int]
+) -> dict[str, list[TopicPartition]]:
     """All partitions in (topic, partition) order dealt to the members in turn, skipping unsubscribed members."""
     out: dict[str, list[TopicPartition]] = {m: [] for m in subscriptions}
     members = sorted(subscriptions)

@@ -39,8 +39,12 @@ def _offset_or_end(text: str) -> int:
 
 def _bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP, help="HOST:PORT[,HOST:PORT...]")
-    p.add_argument("--command-config", default=None, metavar="FILE",
-                   help="properties file with security.protocol and the ssl.* / sasl.* settings (ssl.ca.location, ...)")
+    p.add_argument(
+        "--command-config",
+        default=None,
+        metavar="FILE",
+        help="properties file with security.protocol and the ssl.* / sasl.* settings (ssl.ca.location, ...)",
+    )
 
 
 def _security(args: argparse.Namespace) -> dict[str, str]:
@@ -69,8 +73,13 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     delrec = tsub.add_parser("delete-records", help="delete a partition's records below an offset")
     delrec.add_argument("name")
     delrec.add_argument("--partition", type=int, required=True)
-    delrec.add_argument("--before", type=_offset_or_end, required=True, metavar="OFFSET",
-                        help="delete the records below this offset; 'end' for the high watermark (all of them)")
+    delrec.add_argument(
+        "--before",
+        type=_offset_or_end,
+        required=True,
+        metavar="OFFSET",
+        help="delete the records below this offset; 'end' for the high watermark (all of them)",
+    )
     for p in (create, lst, describe, delete, alter, delrec):
         _bootstrap(p)
 
@@ -79,8 +88,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     produce.add_argument("--file", "-f", default=None, help="read this file instead of stdin")
     produce.add_argument("--key-separator", default=None, help="split each line into KEY<sep>VALUE")
     produce.add_argument("--partition", type=int, default=None)
-    produce.add_argument("--transactional", metavar="TRANSACTIONAL_ID", default=None,
-                         help="write every line in one transaction")
+    produce.add_argument(
+        "--transactional", metavar="TRANSACTIONAL_ID", default=None, help="write every line in one transaction"
+    )
     produce.add_argument("--compression", default=None, choices=["none", "gzip", "snappy", "lz4", "zstd"])
     _bootstrap(produce)
 
@@ -92,29 +102,41 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     consume.add_argument("--group", default=None, help="start from and commit this group's offsets")
     consume.add_argument("--json", action="store_true", help="one JSON object per record")
     consume.add_argument("--count", type=int, default=None, help="stop after this many records")
-    consume.add_argument("--idle-timeout-ms", type=int, default=None,
-                         help="stop when nothing arrives for this long (default: wait forever)")
+    consume.add_argument(
+        "--idle-timeout-ms",
+        type=int,
+        default=None,
+        help="stop when nothing arrives for this long (default: wait forever)",
+    )
     _bootstrap(consume)
 
     txn = subparsers.add_parser("txn", help="list, describe or abort transactions")
     xsub = txn.add_subparsers(dest="action", required=True)
     xlist = xsub.add_parser(
-        "list", help="transactions known to the coordinators, then hanging ones",
+        "list",
+        help="transactions known to the coordinators, then hanging ones",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Prints one line per transaction the coordinators know:\n"
-                    "  TRANSACTIONAL_ID<TAB>producer_id=N<TAB>state=STATE\n"
-                    "then one line per hanging transaction (open on a partition, but not open there on its\n"
-                    "coordinator; it holds the partition's last stable offset back until aborted):\n"
-                    "  hanging<TAB>TOPIC-PARTITION<TAB>producer_id=N<TAB>producer_epoch=N<TAB>coordinator_epoch=N"
-                    "<TAB>start_offset=N<TAB>last_timestamp=MS\n"
-                    "Clear one with: oncelog txn abort --topic TOPIC --partition PARTITION --producer-id N")
-    xlist.add_argument("--state", action="append", default=[],
-                       help="list only coordinator transactions in this state (repeatable; hanging lines are "
-                            "still printed)")
+        "  TRANSACTIONAL_ID<TAB>producer_id=N<TAB>state=STATE\n"
+        "then one line per hanging transaction (open on a partition, but not open there on its\n"
+        "coordinator; it holds the partition's last stable offset back until aborted):\n"
+        "  hanging<TAB>TOPIC-PARTITION<TAB>producer_id=N<TAB>producer_epoch=N<TAB>coordinator_epoch=N"
+        "<TAB>start_offset=N<TAB>last_timestamp=MS\n"
+        "Clear one with: oncelog txn abort --topic TOPIC --partition PARTITION --producer-id N",
+    )
+    xlist.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        help="list only coordinator transactions in this state (repeatable; hanging lines are still printed)",
+    )
     xlist.add_argument("--hanging", action="store_true", help="print only the hanging lines")
-    xlist.add_argument("--topic", action="append", default=None,
-                       help="look for hanging transactions only in this topic (repeatable; default: all "
-                            "non-internal topics)")
+    xlist.add_argument(
+        "--topic",
+        action="append",
+        default=None,
+        help="look for hanging transactions only in this topic (repeatable; default: all non-internal topics)",
+    )
     xdesc = xsub.add_parser("describe", help="state and partitions of transactional ids")
     xdesc.add_argument("ids", nargs="+")
     xabort = xsub.add_parser("abort", help="abort a hanging transaction on one partition")
@@ -136,8 +158,13 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     gdel = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of a topic")
     gdel.add_argument("group")
     gdel.add_argument("--topic", required=True)
-    gdel.add_argument("--partition", type=int, action="append", default=None,
-                      help="only this partition (repeatable; default: every partition of the topic)")
+    gdel.add_argument(
+        "--partition",
+        type=int,
+        action="append",
+        default=None,
+        help="only this partition (repeatable; default: every partition of the topic)",
+    )
     for p in (glist, gdesc, gdel):
         _bootstrap(p)
 
@@ -145,8 +172,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     copy.add_argument("input")
     copy.add_argument("output")
     copy.add_argument("--group", default=None, help="commit input offsets to this group inside each transaction")
-    copy.add_argument("--transform", default=None, metavar="MODULE:FUNCTION",
-                      help="called with each ConsumerRecord; returns None (drop), a value, (key, value) or a list")
+    copy.add_argument(
+        "--transform",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="called with each ConsumerRecord; returns None (drop), a value, (key, value) or a list",
+    )
     copy.add_argument("--transactional-id", default=None, help="default: oncelog-copy-IN-OUT")
     copy.add_argument("--idle-timeout-ms", type=int, default=2000, help="stop when the input is idle this long")
     copy.add_argument("--batch", type=int, default=500, help="records per transaction")
@@ -159,8 +190,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, *, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
     """Execute the parsed client command; returns the process exit code."""
     out = stdout or sys.stdout
-    handler = {"topic": _topic, "produce": _produce, "consume": _consume, "txn": _txn, "group": _group,
-               "copy": _copy}
+    handler = {"topic": _topic, "produce": _produce, "consume": _consume, "txn": _txn, "group": _group, "copy": _copy}
     try:
         return anyio.run(handler[args.client_command], args, stdin or sys.stdin, out)
     except KafkaError as exc:
@@ -179,8 +209,9 @@ async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
     async with Admin(args.bootstrap_server, **_security(args)) as admin:
         if args.action == "create":
             configs = dict(item.split("=", 1) for item in args.config)
-            await admin.create_topic(args.name, args.partitions, replication_factor=args.replication_factor,
-                                     configs=configs)
+            await admin.create_topic(
+                args.name, args.partitions, replication_factor=args.replication_factor, configs=configs
+            )
             print(f"created {args.name}", file=out)
         elif args.action == "list":
             for name in sorted(await admin.list_topics(internal=args.internal)):
@@ -211,8 +242,12 @@ async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
 async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str]) -> int:
     source = open(args.file, encoding="utf-8") if args.file else stdin  # noqa: SIM115
     try:
-        async with Producer(args.bootstrap_server, transactional_id=args.transactional,
-                            compression_type=args.compression, **_security(args)) as producer:
+        async with Producer(
+            args.bootstrap_server,
+            transactional_id=args.transactional,
+            compression_type=args.compression,
+            **_security(args),
+        ) as producer:
             if args.transactional:
                 await producer.init_transactions()
                 await producer.begin_transaction()
@@ -241,16 +276,29 @@ async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str]) -> in
 
 def _format(record: ConsumerRecord, as_json: bool) -> str:
     if as_json:
-        return json.dumps({"topic": record.topic, "partition": record.partition, "offset": record.offset,
-                           "timestamp": record.timestamp, "key": _text(record.key), "value": _text(record.value),
-                           "headers": [[k, _text(v)] for k, v in record.headers]})
+        return json.dumps(
+            {
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+                "key": _text(record.key),
+                "value": _text(record.value),
+                "headers": [[k, _text(v)] for k, v in record.headers],
+            }
+        )
     return _text(record.value) or ""
 
 
 async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
     reset = "earliest" if args.from_beginning else "latest"
-    async with Consumer(args.bootstrap_server, group_id=args.group, isolation_level=args.isolation,
-                        auto_offset_reset=reset, **_security(args)) as consumer:
+    async with Consumer(
+        args.bootstrap_server,
+        group_id=args.group,
+        isolation_level=args.isolation,
+        auto_offset_reset=reset,
+        **_security(args),
+    ) as consumer:
         parts = args.partition or [tp.partition for tp in await consumer.partitions_for_topic(args.topic)]
         consumer.assign([TopicPartition(args.topic, p) for p in parts])
         if args.from_beginning and args.group is None:
@@ -287,9 +335,11 @@ async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
 
 def format_hanging(h: HangingTransaction) -> str:
     """The ``txn list`` line of a hanging transaction (tab-separated, starts with ``hanging``)."""
-    return (f"hanging\t{h.topic}-{h.partition}\tproducer_id={h.producer_id}\tproducer_epoch={h.producer_epoch}"
-            f"\tcoordinator_epoch={h.coordinator_epoch}\tstart_offset={h.current_txn_start_offset}"
-            f"\tlast_timestamp={h.last_timestamp}")
+    return (
+        f"hanging\t{h.topic}-{h.partition}\tproducer_id={h.producer_id}\tproducer_epoch={h.producer_epoch}"
+        f"\tcoordinator_epoch={h.coordinator_epoch}\tstart_offset={h.current_txn_start_offset}"
+        f"\tlast_timestamp={h.last_timestamp}"
+    )
 
 
 async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
@@ -303,8 +353,11 @@ async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
         elif args.action == "describe":
             for tid, d in (await admin.describe_transactions(args.ids)).items():
                 parts = ",".join(f"{tp.topic}-{tp.partition}" for tp in d.partitions)
-                print(f"{tid}\tstate={d.state}\tproducer_id={d.producer_id}\tepoch={d.producer_epoch}"
-                      f"\ttimeout_ms={d.timeout_ms}\tpartitions={parts}", file=out)
+                print(
+                    f"{tid}\tstate={d.state}\tproducer_id={d.producer_id}\tepoch={d.producer_epoch}"
+                    f"\ttimeout_ms={d.timeout_ms}\tpartitions={parts}",
+                    file=out,
+                )
         else:
             tp = TopicPartition(args.topic, args.partition)
             epoch = args.producer_epoch
@@ -337,8 +390,10 @@ async def _group(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
             print(f"{gid}\tstate={d.state}\tprotocol={d.protocol}\tmembers={len(d.members)}", file=out)
             for m in d.members:
                 parts = ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)
-                print(f"  member={m.member_id}\tclient_id={m.client_id}\thost={m.client_host}\t"
-                      f"assignment={parts}", file=out)
+                print(
+                    f"  member={m.member_id}\tclient_id={m.client_id}\thost={m.client_host}\tassignment={parts}",
+                    file=out,
+                )
             if args.topic:
                 async with Consumer(args.bootstrap_server, group_id=gid, **_security(args)) as consumer:
                     tps = [tp for t in args.topic for tp in await consumer.partitions_for_topic(t)]
@@ -361,8 +416,16 @@ async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
 
     transform = load_transform(args.transform) if args.transform else None
     tid = args.transactional_id or f"oncelog-copy-{args.input}-{args.output}"
-    copied = await copy_topic(args.bootstrap_server, args.input, args.output, group_id=args.group,
-                              transactional_id=tid, transform=transform, batch=args.batch,
-                              idle_timeout_ms=args.idle_timeout_ms, **_security(args))
+    copied = await copy_topic(
+        args.bootstrap_server,
+        args.input,
+        args.output,
+        group_id=args.group,
+        transactional_id=tid,
+        transform=transform,
+        batch=args.batch,
+        idle_timeout_ms=args.idle_timeout_ms,
+        **_security(args),
+    )
     print(f"copied {copied[0]} records, wrote {copied[1]}", file=out)
     return 0

@@ -28,9 +28,13 @@ METADATA_MAX_AGE_MS = 300000  # metadata.max.age.ms, Kafka default 300000
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms, Kafka default 100
 COORDINATOR_GROUP = 0  # FindCoordinator key_type for a consumer group
 COORDINATOR_TRANSACTION = 1  # FindCoordinator key_type for a transactional id
-_COORDINATOR_RETRY = frozenset({
-    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-})
+_COORDINATOR_RETRY = frozenset(
+    {
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
@@ -155,10 +159,16 @@ class Cluster:
             delay = state.next_attempt - time.monotonic()
             if delay > 0:
                 await anyio.sleep(delay)
-            conn = BrokerConnection(host, port, node_id=key if isinstance(key, int) else -1,
-                                    client_id=self.client_id, max_in_flight=self.max_in_flight,
-                                    request_timeout_ms=self.request_timeout_ms,
-                                    ssl_context=self.security.ssl_context, sasl=self.security.sasl)
+            conn = BrokerConnection(
+                host,
+                port,
+                node_id=key if isinstance(key, int) else -1,
+                client_id=self.client_id,
+                max_in_flight=self.max_in_flight,
+                request_timeout_ms=self.request_timeout_ms,
+                ssl_context=self.security.ssl_context,
+                sasl=self.security.sasl,
+            )
             try:
                 await conn.open(self.task_group)
             except KafkaConnectionError:
@@ -205,8 +215,7 @@ class Cluster:
         age_ms = (time.monotonic() - self._metadata_at) * 1000
         return not self._stale and age_ms < self.metadata_max_age_ms
 
-    async def refresh_metadata(self, topics: Iterable[str] | None = None, *,
-                               allow_auto_create: bool = True) -> Any:
+    async def refresh_metadata(self, topics: Iterable[str] | None = None, *, allow_auto_create: bool = True) -> Any:
         """Fetch metadata for ``topics`` (all topics when None), merge it into the cache, return the response."""
         assert self._metadata_lock is not None
         wanted = None if topics is None else sorted(set(topics))
@@ -232,7 +241,8 @@ class Cluster:
                 self.topics = {}
             for t in resp.topics:
                 self.topics[t.name] = TopicInfo(
-                    t.error_code, {p.partition_index: p.leader_id for p in t.partitions}, t.is_internal)
+                    t.error_code, {p.partition_index: p.leader_id for p in t.partitions}, t.is_internal
+                )
             self._metadata_at = time.monotonic()
             self._stale = False
             return resp
@@ -245,8 +255,12 @@ class Cluster:
             if info is None or not self.metadata_fresh() or info.error_code:
                 await self.refresh_metadata([name])
                 info = self.topics.get(name)
-            if info is not None and info.error_code == 0 and info.leaders and all(
-                    leader >= 0 for leader in info.leaders.values()):
+            if (
+                info is not None
+                and info.error_code == 0
+                and info.leaders
+                and all(leader >= 0 for leader in info.leaders.values())
+            ):
                 return info
             if info is not None and info.error_code and not ErrorCode(info.error_code).retriable:
                 raise error_for(info.error_code, f"topic {name}")

@@ -19,8 +19,12 @@ MAX_BLOCK_MS = 60000  # max.block.ms, Kafka default 60000
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms, Kafka default 100
 
 COMPRESSION_TYPES = {
-    None: Compression.NONE, "none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
-    "lz4": Compression.LZ4, "zstd": Compression.ZSTD,
+    None: Compression.NONE,
+    "none": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
 }
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
@@ -68,8 +72,9 @@ class ProducerConfig:
             raise ConfigError(f"acks must be one of all, -1, 0, 1; got {acks!r}")
         acks_n = _ACKS[acks]
         if compression_type not in COMPRESSION_TYPES:
-            raise ConfigError("compression.type must be one of none, gzip, snappy, lz4, zstd; "
-                              f"got {compression_type!r}")
+            raise ConfigError(
+                f"compression.type must be one of none, gzip, snappy, lz4, zstd; got {compression_type!r}"
+            )
         if transactional_id is not None and not transactional_id:
             raise ConfigError("transactional.id must not be empty")
         if transactional_id is not None and not enable_idempotence:
@@ -80,8 +85,10 @@ class ProducerConfig:
             if acks_n != -1:
                 raise ConfigError("enable.idempotence=true requires acks=all")
             if max_in_flight_requests_per_connection > MAX_IN_FLIGHT_IDEMPOTENT:
-                raise ConfigError("enable.idempotence=true requires max.in.flight.requests.per.connection <= 5; "
-                                  f"got {max_in_flight_requests_per_connection}")
+                raise ConfigError(
+                    "enable.idempotence=true requires max.in.flight.requests.per.connection <= 5; "
+                    f"got {max_in_flight_requests_per_connection}"
+                )
         if max_in_flight_requests_per_connection < 1:
             raise ConfigError("max.in.flight.requests.per.connection must be at least 1")
         if retries < 0:
@@ -94,7 +101,19 @@ class ProducerConfig:
             raise ConfigError("transaction.timeout.ms must be > 0")
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise ConfigError("delivery.timeout.ms must be >= linger.ms + request.timeout.ms")
-        return cls(transactional_id, enable_idempotence, acks_n, linger_ms, batch_size,
-                   COMPRESSION_TYPES[compression_type], transaction_timeout_ms, retries,
-                   max_in_flight_requests_per_connection, request_timeout_ms, delivery_timeout_ms, max_block_ms,
-                   retry_backoff_ms, client_id)
+        return cls(
+            transactional_id,
+            enable_idempotence,
+            acks_n,
+            linger_ms,
+            batch_size,
+            COMPRESSION_TYPES[compression_type],
+            transaction_timeout_ms,
+            retries,
+            max_in_flight_requests_per_connection,
+            request_timeout_ms,
+            delivery_timeout_ms,
+            max_block_ms,
+            retry_backoff_ms,
+            client_id,
+        )

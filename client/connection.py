@@ -93,7 +93,10 @@ class BrokerConnection:
                     # the reader task for the socket (Kafka's frames carry their own lengths, so a truncated
                     # stream is still detected).
                     self._stream = await anyio.connect_tcp(  # type: ignore[assignment]
-                        self.host, self.port, ssl_context=self.ssl_context, tls_hostname=self.host,
+                        self.host,
+                        self.port,
+                        ssl_context=self.ssl_context,
+                        tls_hostname=self.host,
                         tls_standard_compatible=False,
                     )
         except (OSError, TimeoutError, anyio.BrokenResourceError) as exc:
@@ -135,7 +138,12 @@ class BrokerConnection:
         return self.versions.get(key, -1) >= min_version
 
     async def request(
-        self, key: ApiKey, body: Mapping[str, Any], *, version: int | None = None, expect_response: bool = True,
+        self,
+        key: ApiKey,
+        body: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        expect_response: bool = True,
         timeout_ms: int | None = None,
     ) -> Any:
         """Send one request at the negotiated (or given) version and return the decoded response body.
@@ -149,7 +157,12 @@ class BrokerConnection:
         return self.decode(key, version, frame)
 
     async def send_raw(
-        self, key: ApiKey, version: int, body: Mapping[str, Any], *, expect_response: bool = True,
+        self,
+        key: ApiKey,
+        version: int,
+        body: Mapping[str, Any],
+        *,
+        expect_response: bool = True,
         timeout_ms: int | None = None,
     ) -> bytes | None:
         """Send a request; return the raw response frame (header included), or None without a response."""
@@ -208,8 +221,9 @@ class BrokerConnection:
         try:
             return decode_response(key, version, frame)
         except DecodeError as exc:
-            raise KafkaError(f"{self!r}: undecodable {key.name} v{version} response: {exc}",
-                             ErrorCode.UNKNOWN_SERVER_ERROR) from None
+            raise KafkaError(
+                f"{self!r}: undecodable {key.name} v{version} response: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR
+            ) from None
 
     async def _reader(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.CancelScope() as scope:
@@ -229,12 +243,18 @@ class BrokerConnection:
                     correlation_id = _SIZE.unpack_from(frame)[0]
                     if correlation_id != pending.correlation_id:
                         raise KafkaConnectionError(
-                            f"{self!r}: correlation id {correlation_id}, expected {pending.correlation_id}")
+                            f"{self!r}: correlation id {correlation_id}, expected {pending.correlation_id}"
+                        )
                     self._pending.popleft()
                     pending.frame = frame
                     pending.done.set()
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError,
-                    OSError) as exc:
+            except (
+                anyio.EndOfStream,
+                anyio.IncompleteRead,
+                anyio.BrokenResourceError,
+                anyio.ClosedResourceError,
+                OSError,
+            ) as exc:
                 await self._fail(KafkaConnectionError(f"{self!r}: connection lost ({type(exc).__name__})"))
             except KafkaConnectionError as exc:
                 await self._fail(exc)
@@ -256,4 +276,3 @@ class BrokerConnection:
     async def aclose(self) -> None:
         """Close; outstanding requests fail with KafkaConnectionError."""
         await self._fail(KafkaConnectionError(f"{self!r} closed"))
-

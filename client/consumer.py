@@ -34,10 +34,16 @@ EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 LATEST_TIMESTAMP = -1  # ListOffsets: the log end offset (the LSO for read_committed)
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 _RESET = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
-_REFRESH_ON = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR,
-})
+_REFRESH_ON = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
 
 
 class Consumer:
@@ -90,8 +96,9 @@ class Consumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.max_poll_records = max_poll_records
-        self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                                security=connection)
+        self._cluster = Cluster(
+            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms, security=connection
+        )
         self._assignment: list[TopicPartition] = []
         self._fetch_pos: dict[TopicPartition, int] = {}
         self._buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}
@@ -101,10 +108,14 @@ class Consumer:
         self._subscription: list[str] = []
         self._member: GroupMember | None = None
         if group_id is not None:
-            self._member = GroupMember(self._cluster, group_id, assignors=partition_assignment_strategy,
-                                       session_timeout_ms=session_timeout_ms,
-                                       heartbeat_interval_ms=heartbeat_interval_ms,
-                                       rebalance_timeout_ms=max_poll_interval_ms)
+            self._member = GroupMember(
+                self._cluster,
+                group_id,
+                assignors=partition_assignment_strategy,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                rebalance_timeout_ms=max_poll_interval_ms,
+            )
 
     @property
     def generation_id(self) -> int:
@@ -224,8 +235,11 @@ class Consumer:
             topics: dict[str, list[dict[str, Any]]] = {}
             for tp in tps:
                 topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": timestamp})
-            body = {"replica_id": -1, "isolation_level": self.isolation,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            body = {
+                "replica_id": -1,
+                "isolation_level": self.isolation,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            }
             resp = await self._cluster.request(node, ApiKey.LIST_OFFSETS, body)
             for t in resp.topics:
                 for p in t.partitions:
@@ -238,8 +252,9 @@ class Consumer:
 
     async def _reset(self, partitions: list[TopicPartition], timestamp: int | None) -> None:
         if timestamp is None:
-            raise KafkaError(f"no committed offset for {partitions} and auto.offset.reset=none",
-                             ErrorCode.OFFSET_OUT_OF_RANGE)
+            raise KafkaError(
+                f"no committed offset for {partitions} and auto.offset.reset=none", ErrorCode.OFFSET_OUT_OF_RANGE
+            )
         for tp in partitions:
             self._check_assigned(tp)
         for tp, offset in (await self.list_offsets(partitions, timestamp)).items():
@@ -263,8 +278,9 @@ class Consumer:
 
     # --- fetching -----------------------------------------------------------------------------------------
 
-    async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
-                      max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+    async def getmany(
+        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records of the assigned ``partitions`` (all when none given), waiting up to ``timeout_ms`` for some."""
         if not self._started or self._closed:
             raise IllegalStateError("the consumer is not started")
@@ -340,13 +356,25 @@ class Consumer:
         topics: dict[str, list[dict[str, Any]]] = {}
         positions = {tp: self._fetch_pos[tp] for tp in tps}
         for tp in tps:
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "fetch_offset": positions[tp],
-                "partition_max_bytes": self.max_partition_fetch_bytes})
-        body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": self.fetch_min_bytes,
-                "max_bytes": self.fetch_max_bytes, "isolation_level": self.isolation, "session_id": 0,
-                "session_epoch": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "fetch_offset": positions[tp],
+                    "partition_max_bytes": self.max_partition_fetch_bytes,
+                }
+            )
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": self.fetch_min_bytes,
+            "max_bytes": self.fetch_max_bytes,
+            "isolation_level": self.isolation,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
         resp = await self._cluster.request(node, ApiKey.FETCH, body)
         if resp.error_code:
             raise error_for(resp.error_code, "Fetch")
@@ -365,8 +393,12 @@ class Consumer:
                         continue
                     raise error_for(p.error_code, f"Fetch {tp.topic}-{tp.partition}")
                 records, next_pos = parse_partition(
-                    tp, p.records, positions[tp], read_committed=self.isolation == 1,
-                    aborted_transactions=p.aborted_transactions)
+                    tp,
+                    p.records,
+                    positions[tp],
+                    read_committed=self.isolation == 1,
+                    aborted_transactions=p.aborted_transactions,
+                )
                 self._fetch_pos[tp] = next_pos
                 if records:
                     self._buffer.setdefault(tp, deque()).extend(records)
@@ -390,13 +422,23 @@ class Consumer:
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, value in offsets.items():
             om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-            topics.setdefault(tp.topic, []).append({
-                "partition_index": tp.partition, "committed_offset": om.offset,
-                "committed_leader_epoch": om.leader_epoch, "committed_metadata": om.metadata or ""})
-        body = {"group_id": group, "generation_id": self.generation_id,
-                "generation_id_or_member_epoch": self.generation_id, "member_id": self.member_id,
-                "group_instance_id": None, "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": om.offset,
+                    "committed_leader_epoch": om.leader_epoch,
+                    "committed_metadata": om.metadata or "",
+                }
+            )
+        body = {
+            "group_id": group,
+            "generation_id": self.generation_id,
+            "generation_id_or_member_epoch": self.generation_id,
+            "member_id": self.member_id,
+            "group_instance_id": None,
+            "retention_time_ms": -1,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
         resp = await self._group_request(ApiKey.OFFSET_COMMIT, body)
         for t in resp.topics:
             for p in t.partitions:
@@ -411,14 +453,18 @@ class Consumer:
         om = (await self.committed_many([tp])).get(tp)
         return om.offset if om is not None else None
 
-    async def committed_many(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition,
-                                                                               OffsetAndMetadata | None]:
+    async def committed_many(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         group = self._group()
         topics: dict[str, list[int]] = {}
         for tp in partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
-        body = {"group_id": group, "require_stable": True,
-                "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+        body = {
+            "group_id": group,
+            "require_stable": True,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+        }
         resp = await self._group_request(ApiKey.OFFSET_FETCH, body)
         if getattr(resp, "error_code", 0):
             raise error_for(resp.error_code, "OffsetFetch")
@@ -428,8 +474,11 @@ class Consumer:
                 if p.error_code:
                     raise error_for(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
                 tp = TopicPartition(t.name, p.partition_index)
-                out[tp] = (OffsetAndMetadata(p.committed_offset, p.metadata, p.committed_leader_epoch)
-                           if p.committed_offset >= 0 else None)
+                out[tp] = (
+                    OffsetAndMetadata(p.committed_offset, p.metadata, p.committed_leader_epoch)
+                    if p.committed_offset >= 0
+                    else None
+                )
         return out
 
     async def _group_request(self, key: ApiKey, body: Mapping[str, Any]) -> Any:

@@ -47,9 +47,16 @@ async def copy_topic(
     """Copy ``source`` to ``destination`` (same partition numbers when the transform keeps keys and the counts
     match; else by key) until the input is idle for ``idle_timeout_ms``; returns (records read, records written)."""
     read = written = 0
-    async with Consumer(bootstrap_servers, group_id=group_id, isolation_level="read_committed",
-                        auto_offset_reset="earliest", **security) as consumer, \
-            Producer(bootstrap_servers, transactional_id=transactional_id, **security) as producer:
+    async with (
+        Consumer(
+            bootstrap_servers,
+            group_id=group_id,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            **security,
+        ) as consumer,
+        Producer(bootstrap_servers, transactional_id=transactional_id, **security) as producer,
+    ):
         consumer.assign(await consumer.partitions_for_topic(source))
         await producer.init_transactions()
         while True:

@@ -91,20 +91,22 @@ class ErrorClass(enum.Enum):
 
 
 # Fatal: the producer cannot continue (Kafka's TransactionManager treats these as fatal errors).
-FATAL_CODES: frozenset[ErrorCode] = frozenset({
-    ErrorCode.PRODUCER_FENCED,
-    ErrorCode.INVALID_PRODUCER_EPOCH,
-    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-    ErrorCode.UNSUPPORTED_VERSION,
-    ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
-    ErrorCode.INVALID_TXN_STATE,
-    ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-    ErrorCode.INVALID_TRANSACTION_TIMEOUT,
-    ErrorCode.SECURITY_DISABLED,
-    ErrorCode.SASL_AUTHENTICATION_FAILED,
-})
+FATAL_CODES: frozenset[ErrorCode] = frozenset(
+    {
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ErrorCode.UNSUPPORTED_VERSION,
+        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        ErrorCode.INVALID_TXN_STATE,
+        ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+        ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+        ErrorCode.SECURITY_DISABLED,
+        ErrorCode.SASL_AUTHENTICATION_FAILED,
+    }
+)
 
 # Retriable for the producer: Kafka's retriable set plus what the transaction manager retries itself.
 RETRIABLE_CODES: frozenset[ErrorCode] = frozenset(
@@ -113,10 +115,12 @@ RETRIABLE_CODES: frozenset[ErrorCode] = frozenset(
 )
 
 # Abortable codes that additionally require the KIP-360 epoch bump before the producer's next transaction.
-EPOCH_BUMP_CODES: frozenset[ErrorCode] = frozenset({
-    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-    ErrorCode.UNKNOWN_PRODUCER_ID,
-})
+EPOCH_BUMP_CODES: frozenset[ErrorCode] = frozenset(
+    {
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+    }
+)
 
 
 def classify(code: int) -> ErrorClass:
@@ -139,7 +143,10 @@ def error_for(code: int, message: str | None = None) -> KafkaError:
         return ProducerFencedError(text, code)
     if error is ErrorCode.UNSUPPORTED_VERSION:
         return UnsupportedVersionError(text, code)
-    if error in (ErrorCode.SASL_AUTHENTICATION_FAILED, ErrorCode.UNSUPPORTED_SASL_MECHANISM,
-                 ErrorCode.ILLEGAL_SASL_STATE):
+    if error in (
+        ErrorCode.SASL_AUTHENTICATION_FAILED,
+        ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+        ErrorCode.ILLEGAL_SASL_STATE,
+    ):
         return SaslAuthenticationError(text, code)
     return BrokerResponseError(text, code)

@@ -52,6 +52,7 @@ def parse_partition(
         ts_type = header.timestamp_type
         for r in batch_records:
             if r.offset >= position:
-                out.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, ts_type, r.key, r.value,
-                                          r.headers))
+                out.append(
+                    ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, ts_type, r.key, r.value, r.headers)
+                )
     return out, next_position

@@ -23,10 +23,17 @@ from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE, decode_subscriptio
 SESSION_TIMEOUT_MS = 45000  # session.timeout.ms, Kafka default 45000
 HEARTBEAT_INTERVAL_MS = 3000  # heartbeat.interval.ms, Kafka default 3000
 MAX_POLL_INTERVAL_MS = 300000  # max.poll.interval.ms, Kafka default 300000 (the rebalance timeout)
-_COORDINATOR_ERRORS = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
-_REJOIN_ERRORS = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
-                            ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID})
+_COORDINATOR_ERRORS = frozenset(
+    {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+)
+_REJOIN_ERRORS = frozenset(
+    {
+        ErrorCode.REBALANCE_IN_PROGRESS,
+        ErrorCode.ILLEGAL_GENERATION,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.FENCED_INSTANCE_ID,
+    }
+)
 
 
 class GroupMember:
@@ -91,12 +98,16 @@ class GroupMember:
     async def _join(self, topics: list[str]) -> bool:
         """One JoinGroup + SyncGroup round; False when it has to be retried."""
         metadata = encode_subscription(topics)
-        body = {"group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
-                "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
-                "group_instance_id": None, "protocol_type": PROTOCOL_TYPE,
-                "protocols": [{"name": name, "metadata": metadata} for name in self.assignors]}
-        resp = await self._coordinator_request(ApiKey.JOIN_GROUP, body,
-                                               timeout_ms=self.rebalance_timeout_ms + 5000)
+        body = {
+            "group_id": self.group_id,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "member_id": self.member_id,
+            "group_instance_id": None,
+            "protocol_type": PROTOCOL_TYPE,
+            "protocols": [{"name": name, "metadata": metadata} for name in self.assignors],
+        }
+        resp = await self._coordinator_request(ApiKey.JOIN_GROUP, body, timeout_ms=self.rebalance_timeout_ms + 5000)
         if resp.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
             return False
@@ -113,9 +124,15 @@ class GroupMember:
         assignments: list[dict[str, Any]] = []
         if resp.leader == resp.member_id:
             assignments = await self._assign(resp.protocol_name, resp.members)
-        sync = {"group_id": self.group_id, "generation_id": self.generation_id, "member_id": self.member_id,
-                "group_instance_id": None, "protocol_type": PROTOCOL_TYPE, "protocol_name": self.protocol,
-                "assignments": assignments}
+        sync = {
+            "group_id": self.group_id,
+            "generation_id": self.generation_id,
+            "member_id": self.member_id,
+            "group_instance_id": None,
+            "protocol_type": PROTOCOL_TYPE,
+            "protocol_name": self.protocol,
+            "assignments": assignments,
+        }
         sresp = await self._coordinator_request(ApiKey.SYNC_GROUP, sync)
         if sresp.error_code in _REJOIN_ERRORS:
             if sresp.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
@@ -144,8 +161,12 @@ class GroupMember:
             await anyio.sleep(self.heartbeat_interval_ms / 1000)
             if self.need_rejoin or self.generation_id < 0:
                 continue
-            body = {"group_id": self.group_id, "generation_id": self.generation_id, "member_id": self.member_id,
-                    "group_instance_id": None}
+            body = {
+                "group_id": self.group_id,
+                "generation_id": self.generation_id,
+                "member_id": self.member_id,
+                "group_instance_id": None,
+            }
             try:
                 resp = await self._coordinator_request(ApiKey.HEARTBEAT, body)
             except (KafkaConnectionError, KafkaTimeoutError):
@@ -167,8 +188,11 @@ class GroupMember:
         self._closed = True
         if not self.member_id:
             return
-        body = {"group_id": self.group_id, "member_id": self.member_id,
-                "members": [{"member_id": self.member_id, "group_instance_id": None}]}
+        body = {
+            "group_id": self.group_id,
+            "member_id": self.member_id,
+            "members": [{"member_id": self.member_id, "group_instance_id": None}],
+        }
         try:
             with anyio.move_on_after(5):
                 await self._coordinator_request(ApiKey.LEAVE_GROUP, body)

@@ -36,11 +36,17 @@ from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import SimpleRecord, encode_batch
 
 # Errors after which the leader may have moved: refresh metadata before retrying.
-_METADATA_ERRORS = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.NETWORK_EXCEPTION, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.REQUEST_TIMED_OUT,
-})
+_METADATA_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
 
 Bytes = bytes | str | None
 
@@ -65,16 +71,25 @@ class Producer:
         security = pop_security(config)
         self.config = ProducerConfig.build(**config)
         c = self.config
-        self._cluster = cluster or Cluster(bootstrap_servers, client_id=c.client_id,
-                                           request_timeout_ms=c.request_timeout_ms, max_in_flight=c.max_in_flight,
-                                           retry_backoff_ms=c.retry_backoff_ms, security=security)
+        self._cluster = cluster or Cluster(
+            bootstrap_servers,
+            client_id=c.client_id,
+            request_timeout_ms=c.request_timeout_ms,
+            max_in_flight=c.max_in_flight,
+            retry_backoff_ms=c.retry_backoff_ms,
+            security=security,
+        )
         self._partitioner = partitioner or DefaultPartitioner()
         self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms, c.max_in_flight)
         self._txn: TransactionManager | None = None
         if c.enable_idempotence:
-            self._txn = TransactionManager(self._cluster, c.transactional_id,
-                                           transaction_timeout_ms=c.transaction_timeout_ms,
-                                           retry_backoff_ms=c.retry_backoff_ms, max_block_ms=c.max_block_ms)
+            self._txn = TransactionManager(
+                self._cluster,
+                c.transactional_id,
+                transaction_timeout_ms=c.transaction_timeout_ms,
+                retry_backoff_ms=c.retry_backoff_ms,
+                max_block_ms=c.max_block_ms,
+            )
         self._started = False
         self._closed = False
         self._flushing = 0
@@ -307,9 +322,12 @@ class Producer:
         txn = self._txn
         kw: dict[str, Any] = {"compression": self.config.compression}
         if txn is not None:
-            kw.update(producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
-                      base_sequence=txn.next_sequence(batch.tp, len(batch.records)),
-                      transactional=txn.transactional)
+            kw.update(
+                producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch,
+                base_sequence=txn.next_sequence(batch.tp, len(batch.records)),
+                transactional=txn.transactional,
+            )
             batch.base_sequence = kw["base_sequence"]
         batch.payload = encode_batch(batch.records, **kw)
 
@@ -318,9 +336,12 @@ class Producer:
         for batch in batches:
             batch.attempts += 1
             topics.setdefault(batch.tp.topic, []).append({"index": batch.tp.partition, "records": batch.payload})
-        body = {"transactional_id": self.config.transactional_id, "acks": self.config.acks,
-                "timeout_ms": self.config.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+        body = {
+            "transactional_id": self.config.transactional_id,
+            "acks": self.config.acks,
+            "timeout_ms": self.config.request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()],
+        }
         acks = self.config.acks != 0
         try:
             conn = await self._cluster.connection(node)
@@ -371,14 +392,21 @@ class Producer:
         for batch in by_tp.values():
             self._handle_error(batch, ErrorCode.UNKNOWN_SERVER_ERROR, KafkaError("no response for the partition"))
 
-    def _handle_error(self, batch: ProducerBatch, code: int, exc: KafkaError | None,
-                      message: str | None = None) -> None:
+    def _handle_error(
+        self, batch: ProducerBatch, code: int, exc: KafkaError | None, message: str | None = None
+    ) -> None:
         now = time.monotonic()
         retriable = classify(code) is ErrorClass.RETRIABLE or (
             # A batch behind one being retried: the broker saw a gap in the sequence. Resend it after that one.
-            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._acc.earlier_pending(batch))
-        if (retriable and batch.attempts <= self.config.retries
-                and now < batch.deadline and not self._closed and not self._stuck()):
+            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._acc.earlier_pending(batch)
+        )
+        if (
+            retriable
+            and batch.attempts <= self.config.retries
+            and now < batch.deadline
+            and not self._closed
+            and not self._stuck()
+        ):
             batch.retry_at = now + self.config.retry_backoff_ms / 1000
             self._acc.requeue(batch)
             if code in _METADATA_ERRORS:

@@ -15,8 +15,9 @@ class ProgressBar:
     """``update(n)`` as records go by, ``close()`` at the end; a no-op unless ``stream`` is a terminal (or
     ``enabled`` says otherwise)."""
 
-    def __init__(self, label: str, total: int | None = None, *, stream: IO[str] | None = None,
-                 enabled: bool | None = None) -> None:
+    def __init__(
+        self, label: str, total: int | None = None, *, stream: IO[str] | None = None, enabled: bool | None = None
+    ) -> None:
         self._stream = stream if stream is not None else sys.stderr
         self._enabled = self._stream.isatty() if enabled is None else enabled
         self._label = label

@@ -56,11 +56,11 @@ def sasl_settings(
 
 async def authenticate(conn: BrokerConnection, settings: SaslSettings) -> None:
     """Run the SASL exchange on a connection that has just negotiated API versions."""
-    handshake = await conn.request(ApiKey.SASL_HANDSHAKE, {"mechanism": settings.mechanism},
-                                   version=HANDSHAKE_VERSION)
+    handshake = await conn.request(ApiKey.SASL_HANDSHAKE, {"mechanism": settings.mechanism}, version=HANDSHAKE_VERSION)
     if handshake.error_code != ErrorCode.NONE:
-        raise error_for(handshake.error_code,
-                        f"{settings.mechanism} not enabled; the broker offers {list(handshake.mechanisms)}")
+        raise error_for(
+            handshake.error_code, f"{settings.mechanism} not enabled; the broker offers {list(handshake.mechanisms)}"
+        )
     if settings.mechanism == "PLAIN":
         await _exchange(conn, encode_plain(settings.username, settings.password))
         return

@@ -80,8 +80,10 @@ def client_ssl_context(
     if protocol not in TLS_PROTOCOLS:
         return None
     if ssl_endpoint_identification_algorithm.lower() not in ("https", "none", ""):
-        raise ConfigError("ssl.endpoint.identification.algorithm must be https or none; "
-                          f"got {ssl_endpoint_identification_algorithm!r}")
+        raise ConfigError(
+            "ssl.endpoint.identification.algorithm must be https or none; "
+            f"got {ssl_endpoint_identification_algorithm!r}"
+        )
     try:
         context = ssl.create_default_context(cafile=ssl_ca_location)
     except (OSError, ssl.SSLError) as exc:
@@ -120,7 +122,9 @@ def read_command_config(path: str | Path) -> dict[str, str]:
         name, sep, value = stripped.partition("=")
         keyword = name.strip().replace(".", "_")
         if not sep or keyword not in SECURITY_SETTINGS:
-            raise ConfigError(f"--command-config {path}: unsupported line {line!r} (supported: "
-                              f"{', '.join(s.replace('_', '.') for s in SECURITY_SETTINGS)})")
+            raise ConfigError(
+                f"--command-config {path}: unsupported line {line!r} (supported: "
+                f"{', '.join(s.replace('_', '.') for s in SECURITY_SETTINGS)})"
+            )
         settings[keyword] = value.strip()
     return settings

@@ -125,8 +125,9 @@ class Consumer(_Blocking):
     def position(self, tp: TopicPartition) -> int:
         return self._call(self._async.position, tp)
 
-    def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
-                max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+    def getmany(
+        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
         return self._call(self._async.getmany, *partitions, timeout_ms=timeout_ms, max_records=max_records)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:

@@ -126,18 +126,21 @@ class TransactionManager:
 
     def check_not_failed(self) -> None:
         if self.state is TxnState.FATAL_ERROR:
-            raise FatalProducerError(f"the producer hit a fatal error: {self.last_error}",
-                                     self.last_error.code if self.last_error else None)
+            raise FatalProducerError(
+                f"the producer hit a fatal error: {self.last_error}", self.last_error.code if self.last_error else None
+            )
         if self.state is TxnState.ABORTABLE_ERROR:
-            raise AbortableTransactionError(f"the transaction must be aborted: {self.last_error}",
-                                            self.last_error.code if self.last_error else None)
+            raise AbortableTransactionError(
+                f"the transaction must be aborted: {self.last_error}", self.last_error.code if self.last_error else None
+            )
 
     def check_can_send(self) -> None:
         """Raise unless a record may be sent now."""
         self.check_not_failed()
         if self.transactional and self.state is not TxnState.IN_TRANSACTION:
-            raise IllegalStateError(f"cannot send outside a transaction (state {self.state.name}); "
-                                    "call begin_transaction first")
+            raise IllegalStateError(
+                f"cannot send outside a transaction (state {self.state.name}); call begin_transaction first"
+            )
 
     def maybe_add_partition(self, tp: TopicPartition) -> None:
         if self.transactional and tp not in self.partitions and tp not in self.pending_partitions:
@@ -156,8 +159,15 @@ class TransactionManager:
 
     # --- coordinator plumbing -----------------------------------------------------------------------------
 
-    async def _call(self, key: ApiKey, body: Mapping[str, Any], codes: Callable[[Any], list[int]], *,
-                    key_type: int = COORDINATOR_TRANSACTION, coordinator_key: str | None = None) -> Any:
+    async def _call(
+        self,
+        key: ApiKey,
+        body: Mapping[str, Any],
+        codes: Callable[[Any], list[int]],
+        *,
+        key_type: int = COORDINATOR_TRANSACTION,
+        coordinator_key: str | None = None,
+    ) -> Any:
         """Send ``body`` to the coordinator, retrying coordinator moves, load-in-progress, CONCURRENT_TRANSACTIONS
         and connection errors until max.block.ms; returns the response (whose other errors the caller handles)."""
         ckey = coordinator_key if coordinator_key is not None else self.transactional_id
@@ -196,9 +206,12 @@ class TransactionManager:
         await self._init_producer_id(bump=False)
 
     async def _init_producer_id(self, *, bump: bool) -> None:
-        body = {"transactional_id": self.transactional_id, "transaction_timeout_ms": self.transaction_timeout_ms,
-                "producer_id": self.producer_id if bump else -1,
-                "producer_epoch": self.producer_epoch if bump else -1}
+        body = {
+            "transactional_id": self.transactional_id,
+            "transaction_timeout_ms": self.transaction_timeout_ms,
+            "producer_id": self.producer_id if bump else -1,
+            "producer_epoch": self.producer_epoch if bump else -1,
+        }
         try:
             if self.transactional:
                 resp = await self._call(ApiKey.INIT_PRODUCER_ID, body, lambda r: [r.error_code])
@@ -247,14 +260,15 @@ class TransactionManager:
         topics: dict[str, list[int]] = {}
         for tp in sorted(pending):
             topics.setdefault(tp.topic, []).append(tp.partition)
-        body = {"v3_and_below_transactional_id": self.transactional_id,
-                "v3_and_below_producer_id": self.producer_id,
-                "v3_and_below_producer_epoch": self.producer_epoch,
-                "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        body = {
+            "v3_and_below_transactional_id": self.transactional_id,
+            "v3_and_below_producer_id": self.producer_id,
+            "v3_and_below_producer_epoch": self.producer_epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
 
         def codes(resp: Any) -> list[int]:
-            return [p.partition_error_code for t in resp.results_by_topic_v3_and_below
-                    for p in t.results_by_partition]
+            return [p.partition_error_code for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition]
 
         try:
             resp = await self._call(ApiKey.ADD_PARTITIONS_TO_TXN, body, codes)
@@ -279,8 +293,9 @@ class TransactionManager:
             if retry:
                 await anyio.sleep(self.retry_backoff_ms / 1000)
 
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
-                           group: GroupMetadata | str) -> None:
+    async def send_offsets(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], group: GroupMetadata | str
+    ) -> None:
         """AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator."""
         self._require_transactional("send_offsets_to_transaction")
         self.check_not_failed()
@@ -290,8 +305,12 @@ class TransactionManager:
             group = GroupMetadata(group)
         if not (await self.cluster.versions()).get(ApiKey.TXN_OFFSET_COMMIT, -1) >= 0:
             raise self.fail(UnsupportedVersionError("the broker does not support TxnOffsetCommit"))
-        body = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
-                "producer_epoch": self.producer_epoch, "group_id": group.group_id}
+        body = {
+            "transactional_id": self.transactional_id,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "group_id": group.group_id,
+        }
         try:
             resp = await self._call(ApiKey.ADD_OFFSETS_TO_TXN, body, lambda r: [r.error_code])
         except KafkaError as exc:
@@ -302,21 +321,32 @@ class TransactionManager:
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, value in offsets.items():
             om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-            topics.setdefault(tp.topic, []).append({
-                "partition_index": tp.partition, "committed_offset": om.offset,
-                "committed_leader_epoch": om.leader_epoch, "committed_metadata": om.metadata or ""})
-        commit = {"transactional_id": self.transactional_id, "group_id": group.group_id,
-                  "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
-                  "generation_id": group.generation_id, "member_id": group.member_id,
-                  "group_instance_id": group.group_instance_id,
-                  "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": om.offset,
+                    "committed_leader_epoch": om.leader_epoch,
+                    "committed_metadata": om.metadata or "",
+                }
+            )
+        commit = {
+            "transactional_id": self.transactional_id,
+            "group_id": group.group_id,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "generation_id": group.generation_id,
+            "member_id": group.member_id,
+            "group_instance_id": group.group_instance_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
 
         def codes(r: Any) -> list[int]:
             return [p.error_code for t in r.topics for p in t.partitions]
 
         try:
-            resp = await self._call(ApiKey.TXN_OFFSET_COMMIT, commit, codes, key_type=COORDINATOR_GROUP,
-                                    coordinator_key=group.group_id)
+            resp = await self._call(
+                ApiKey.TXN_OFFSET_COMMIT, commit, codes, key_type=COORDINATOR_GROUP, coordinator_key=group.group_id
+            )
         except KafkaError as exc:
             raise self.fail(exc) from None
         for code in codes(resp):
@@ -330,8 +360,12 @@ class TransactionManager:
         can never end the next transaction (KAFKA-17754)."""
         started = bool(self.partitions) or self.offsets_added
         if started:
-            body = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
-                    "producer_epoch": self.producer_epoch, "committed": commit}
+            body = {
+                "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch,
+                "committed": commit,
+            }
             try:
                 resp = await self._call(ApiKey.END_TXN, body, lambda r: [r.error_code])
             except KafkaError as exc:
@@ -351,8 +385,10 @@ class TransactionManager:
         if not commit and self.need_epoch_bump:
             version = (await self.cluster.versions()).get(ApiKey.INIT_PRODUCER_ID, -1)
             if version < 3:
-                raise self.fail(UnsupportedVersionError(
-                    "the broker cannot bump the producer epoch (InitProducerId v3+)"), fatal=True)
+                raise self.fail(
+                    UnsupportedVersionError("the broker cannot bump the producer epoch (InitProducerId v3+)"),
+                    fatal=True,
+                )
             self.transition(TxnState.INITIALIZING)
             await self._init_producer_id(bump=True)
             return

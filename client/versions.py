@@ -70,5 +70,4 @@ def pick(chosen: Mapping[ApiKey, int], key: ApiKey) -> int:
     try:
         return chosen[key]
     except KeyError:
-        raise UnsupportedVersionError(f"the broker supports no version of {key.name} that this client speaks") \
-            from None
+        raise UnsupportedVersionError(f"the broker supports no version of {key.name} that this client speaks") from None

@@ -21,8 +21,9 @@ class ExactlyOnceMessageProcessor:
 
     def __init__(self, bootstrap: str, input_topic: str, output_topic: str, group: str, instance: int = 0) -> None:
         self.input_topic, self.output_topic = input_topic, output_topic
-        self.consumer = Consumer(bootstrap, group_id=group, isolation_level="read_committed",
-                                 auto_offset_reset="earliest")
+        self.consumer = Consumer(
+            bootstrap, group_id=group, isolation_level="read_committed", auto_offset_reset="earliest"
+        )
         # One transactional id per instance: a restarted instance fences its own zombie.
         self.producer = Producer(bootstrap, transactional_id=f"{group}-processor-{instance}")
 

@@ -31,20 +31,33 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (SparkSession.builder.master(args.master).appName("oncelog-spark-copy")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName("oncelog-spark-copy")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(OncelogDataSource)
 
-    reader = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", args.bootstrap)
-              .option("subscribe", args.input).option("startingOffsets", "earliest"))
+    reader = (
+        spark.readStream.format("oncelog")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.input)
+        .option("startingOffsets", "earliest")
+    )
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     upper = F.upper(F.col("value").cast("string")).cast("binary")
     out = reader.load().select("key", upper.alias("value"), "headers")
-    writer = (out.writeStream.format("oncelog").option("kafka.bootstrap.servers", args.bootstrap)
-              .option("topic", args.output).option("checkpointLocation", args.checkpoint))
+    writer = (
+        out.writeStream.format("oncelog")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.output)
+        .option("checkpointLocation", args.checkpoint)
+    )
     if args.available_now:
         writer = writer.trigger(availableNow=True)
     query = writer.start()

@@ -25,8 +25,13 @@ QUERY_ID = "oncelog.query.id"
 READ_TIMEOUT = "oncelog.read.timeout.ms"
 DEFAULT_READ_TIMEOUT_MS = 120000  # a range that makes no progress this long fails the task
 #: Producer settings a write accepts as kafka.<name> options (as Spark's Kafka sink passes kafka.* through).
-PRODUCER_OPTIONS = {"linger.ms": int, "batch.size": int, "compression.type": str, "request.timeout.ms": int,
-                    "delivery.timeout.ms": int}
+PRODUCER_OPTIONS = {
+    "linger.ms": int,
+    "batch.size": int,
+    "compression.type": str,
+    "request.timeout.ms": int,
+    "delivery.timeout.ms": int,
+}
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:

@@ -36,15 +36,22 @@ class OffsetRange:
         return TopicPartition(self.topic, self.partition)
 
 
-def read_range(bootstrap: str, rng: OffsetRange, *, isolation: str = "read_committed",
-               timeout_ms: int = 120000) -> Iterator[pa.RecordBatch]:
+def read_range(
+    bootstrap: str, rng: OffsetRange, *, isolation: str = "read_committed", timeout_ms: int = 120000
+) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records of ``rng`` (see the module docstring)."""
     if rng.end <= rng.start:
         return
     tp = rng.tp
-    with Consumer(bootstrap, isolation_level=isolation, auto_offset_reset="earliest",
-                  max_poll_records=MAX_ROWS_PER_BATCH, max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
-                  fetch_max_wait_ms=FETCH_WAIT_MS, client_id="oncelog-spark-reader") as consumer:
+    with Consumer(
+        bootstrap,
+        isolation_level=isolation,
+        auto_offset_reset="earliest",
+        max_poll_records=MAX_ROWS_PER_BATCH,
+        max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
+        fetch_max_wait_ms=FETCH_WAIT_MS,
+        client_id="oncelog-spark-reader",
+    ) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, rng.start)
         position = rng.start
@@ -59,5 +66,7 @@ def read_range(bootstrap: str, rng: OffsetRange, *, isolation: str = "read_commi
                 position = new_position
                 stalled_since = time.monotonic()
             elif time.monotonic() - stalled_since > timeout_ms / 1000:
-                raise TimeoutError(f"reading {tp.topic}-{tp.partition} [{rng.start}, {rng.end}) stalled at "
-                                   f"{position} for {timeout_ms} ms")
+                raise TimeoutError(
+                    f"reading {tp.topic}-{tp.partition} [{rng.start}, {rng.end}) stalled at "
+                    f"{position} for {timeout_ms} ms"
+                )

@@ -14,34 +14,41 @@ from typing import Any
 import pyarrow as pa
 from oncelog.client import ConsumerRecord
 
-SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
-              "timestampType int, headers array<struct<key:string,value:binary>>")
+SCHEMA_DDL = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+    "timestampType int, headers array<struct<key:string,value:binary>>"
+)
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-ARROW_SCHEMA = pa.schema([
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("timestampType", pa.int32()),
-    pa.field("headers", HEADER_TYPE),
-])
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+        pa.field("headers", HEADER_TYPE),
+    ]
+)
 
 
 def records_to_batch(records: Sequence[ConsumerRecord]) -> pa.RecordBatch:
     """Consumer records -> one Arrow record batch of :data:`ARROW_SCHEMA`."""
-    return pa.RecordBatch.from_arrays([
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array([r.topic for r in records], pa.string()),
-        pa.array([r.partition for r in records], pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
-        pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([r.timestamp_type for r in records], pa.int32()),
-        pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADER_TYPE),
-    ], schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([r.key for r in records], pa.binary()),
+            pa.array([r.value for r in records], pa.binary()),
+            pa.array([r.topic for r in records], pa.string()),
+            pa.array([r.partition for r in records], pa.int32()),
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array([r.timestamp_type for r in records], pa.int32()),
+            pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADER_TYPE),
+        ],
+        schema=ARROW_SCHEMA,
+    )
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
@@ -53,8 +60,9 @@ def _as_bytes(value: Any) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
 
 
-def batch_to_sends(batch: pa.RecordBatch, default_topic: str | None
-                   ) -> Iterator[tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]]:
+def batch_to_sends(
+    batch: pa.RecordBatch, default_topic: str | None
+) -> Iterator[tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]]:
     """(topic, key, value, partition, headers) for every row of ``batch``; the ``topic`` option wins over the
     column; raises ValueError on a row without a topic."""
     n = batch.num_rows

@@ -51,8 +51,11 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 def _ranges(start: off.Offsets, end: off.Offsets) -> list[InputPartition]:
     """One input partition (value: an OffsetRange) per topic-partition with offsets in [start, end)."""
-    return [InputPartition(OffsetRange(tp.topic, tp.partition, start.get(tp, end[tp]), end[tp]))
-            for tp in sorted(end) if end[tp] > start.get(tp, end[tp])]
+    return [
+        InputPartition(OffsetRange(tp.topic, tp.partition, start.get(tp, end[tp]), end[tp]))
+        for tp in sorted(end)
+        if end[tp] > start.get(tp, end[tp])
+    ]
 
 
 class OncelogBatchReader(DataSourceReader):
@@ -68,8 +71,9 @@ class OncelogBatchReader(DataSourceReader):
         return _ranges({tp: start.get(tp, snap.earliest[tp]) for tp in end}, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.opts.bootstrap, partition.value, isolation=self.opts.isolation,
-                              timeout_ms=self.opts.read_timeout_ms)
+        yield from read_range(
+            self.opts.bootstrap, partition.value, isolation=self.opts.isolation, timeout_ms=self.opts.read_timeout_ms
+        )
 
 
 class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -86,8 +90,10 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         snap = off.snapshot(self.opts)
-        return off.to_json(snap.resolve(self.opts.starting) | {
-            tp: snap.earliest[tp] for tp in snap.latest if tp not in snap.resolve(self.opts.starting)})
+        return off.to_json(
+            snap.resolve(self.opts.starting)
+            | {tp: snap.earliest[tp] for tp in snap.latest if tp not in snap.resolve(self.opts.starting)}
+        )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.opts.max_offsets_per_trigger
@@ -107,8 +113,9 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _ranges(off.from_json(start), off.from_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.opts.bootstrap, partition.value, isolation=self.opts.isolation,
-                              timeout_ms=self.opts.read_timeout_ms)
+        yield from read_range(
+            self.opts.bootstrap, partition.value, isolation=self.opts.isolation, timeout_ms=self.opts.read_timeout_ms
+        )
 
     def commit(self, end: dict) -> None:
         """Nothing to do: progress lives in Spark's checkpoint (offsets are not committed to a group)."""

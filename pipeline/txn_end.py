@@ -26,8 +26,14 @@ from oncelog.protocol import ApiKey, ErrorCode
 
 END_TXN_TIMEOUT_S = 60.0  # how long one EndTxn may be retried (max.block.ms, Kafka default 60000)
 RETRY_BACKOFF_S = 0.05
-_RETRY = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
+_RETRY = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+    }
+)
 _MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
 
@@ -36,8 +42,12 @@ class TransactionEndError(KafkaError):
 
 
 async def _end_one(cluster: Cluster, msg: TaskCommit, commit: bool, errors: list[BaseException]) -> None:
-    body = {"transactional_id": msg.transactional_id, "producer_id": msg.producer_id,
-            "producer_epoch": msg.producer_epoch, "committed": commit}
+    body = {
+        "transactional_id": msg.transactional_id,
+        "producer_id": msg.producer_id,
+        "producer_epoch": msg.producer_epoch,
+        "committed": commit,
+    }
     deadline = time.monotonic() + END_TXN_TIMEOUT_S
     while True:
         code: ErrorCode | None
@@ -50,9 +60,13 @@ async def _end_one(cluster: Cluster, msg: TaskCommit, commit: bool, errors: list
         if code is ErrorCode.NONE:
             return
         if code is not None and code not in _RETRY:
-            errors.append(TransactionEndError(
-                f"EndTxn(commit={commit}) for {msg.transactional_id} (batch {msg.batch_id}, partition "
-                f"{msg.partition_id}, producer {msg.producer_id}/{msg.producer_epoch}): {code.name}", code))
+            errors.append(
+                TransactionEndError(
+                    f"EndTxn(commit={commit}) for {msg.transactional_id} (batch {msg.batch_id}, partition "
+                    f"{msg.partition_id}, producer {msg.producer_id}/{msg.producer_epoch}): {code.name}",
+                    code,
+                )
+            )
             return
         if code in _MOVED or code is None:
             cluster.forget_coordinator(COORDINATOR_TRANSACTION, msg.transactional_id)
@@ -90,8 +104,11 @@ def end_transactions(bootstrap: str, messages: Iterable[object], *, commit: bool
 async def _fence_dangling(sink: SinkOptions, keep: frozenset[str]) -> list[str]:
     async with Admin(sink.bootstrap) as admin:
         listed = await admin.list_transactions(states=["Ongoing"])
-    fenced = sorted(t.transactional_id for t in listed
-                    if t.transactional_id.startswith(sink.transactional_id_prefix) and t.transactional_id not in keep)
+    fenced = sorted(
+        t.transactional_id
+        for t in listed
+        if t.transactional_id.startswith(sink.transactional_id_prefix) and t.transactional_id not in keep
+    )
     for tid in fenced:  # InitProducerId bumps the epoch and aborts the open transaction
         async with Producer(sink.bootstrap, transactional_id=tid, client_id="oncelog-spark-driver") as producer:
             await producer.init_transactions()

@@ -50,18 +50,23 @@ def marker_tp(sink: SinkOptions) -> TopicPartition:
 
 async def committed_batch(sink: SinkOptions, partition_id: int) -> int | None:
     """The last batch id the marker of (query, partition) shows committed, or None."""
-    async with Consumer(sink.bootstrap, group_id=sink.marker_group(partition_id),
-                        client_id="oncelog-spark-writer") as consumer:
+    async with Consumer(
+        sink.bootstrap, group_id=sink.marker_group(partition_id), client_id="oncelog-spark-writer"
+    ) as consumer:
         committed = await consumer.committed(marker_tp(sink))
     return None if committed is None else committed - 1
 
 
-async def _write(sink: SinkOptions, partition_id: int, batch_id: int,
-                 batches: Iterable[pa.RecordBatch]) -> TaskCommit:
+async def _write(sink: SinkOptions, partition_id: int, batch_id: int, batches: Iterable[pa.RecordBatch]) -> TaskCommit:
     tid = sink.transactional_id(partition_id)
     config = {"linger_ms": WRITE_LINGER_MS, "batch_size": WRITE_BATCH_SIZE} | dict(sink.producer_config)
-    async with Producer(sink.bootstrap, transactional_id=tid, transaction_timeout_ms=sink.transaction_timeout_ms,
-                        client_id="oncelog-spark-writer", **config) as producer:
+    async with Producer(
+        sink.bootstrap,
+        transactional_id=tid,
+        transaction_timeout_ms=sink.transaction_timeout_ms,
+        client_id="oncelog-spark-writer",
+        **config,
+    ) as producer:
         await producer.init_transactions()
         done = await committed_batch(sink, partition_id)
         if done is not None and done >= batch_id:
@@ -78,10 +83,12 @@ async def _write(sink: SinkOptions, partition_id: int, batch_id: int,
             if rows == 0:  # nothing to write: no transaction, no marker (an empty batch needs no replay guard)
                 await producer.abort_transaction()
                 return TaskCommit(tid, -1, -1, partition_id, batch_id, 0)
-            marker = json.dumps({"query": sink.query_id, "batch": batch_id, "partition": partition_id,
-                                 "rows": rows}, sort_keys=True)
-            await producer.send_offsets_to_transaction({marker_tp(sink): OffsetAndMetadata(batch_id + 1, marker)},
-                                                       sink.marker_group(partition_id))
+            marker = json.dumps(
+                {"query": sink.query_id, "batch": batch_id, "partition": partition_id, "rows": rows}, sort_keys=True
+            )
+            await producer.send_offsets_to_transaction(
+                {marker_tp(sink): OffsetAndMetadata(batch_id + 1, marker)}, sink.marker_group(partition_id)
+            )
             await producer.flush()
             if producer.transaction_state is not TxnState.IN_TRANSACTION:  # a send failed: never commit
                 raise KafkaError(f"transaction of {tid} failed ({producer.transaction_state})")

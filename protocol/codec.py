@@ -91,14 +91,16 @@ def encode_response(header: RequestHeader, body: Mapping[str, Any]) -> bytes:
     """Response header (v0, or v1 when flexible except ApiVersions) + body, without the size prefix."""
     message = _schema(header.api_key, header.api_version, 1, EncodeError)
     out = p.Reader(b"")
-    out.write(encode_response_header(header.correlation_id,
-                                     response_header_version(header.api_key, header.api_version)))
+    out.write(
+        encode_response_header(header.correlation_id, response_header_version(header.api_key, header.api_version))
+    )
     _encode_into(out, message, header.api_version, body)
     return out.getvalue()
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
-                   body: Mapping[str, Any]) -> bytes:
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: Mapping[str, Any]
+) -> bytes:
     """Request header (v1, or v2 when flexible) + body, without the size prefix."""
     message = _schema(api_key, version, 0, EncodeError)
     out = p.Reader(b"")
@@ -132,8 +134,10 @@ def api_versions_v0_error_body(correlation_id: int, error_code: int) -> bytes:
     """
     body = {
         "error_code": int(error_code),
-        "api_keys": [{"api_key": int(k), "min_version": lo, "max_version": hi}
-                     for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())],
+        "api_keys": [
+            {"api_key": int(k), "min_version": lo, "max_version": hi}
+            for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+        ],
     }
     out = p.Reader(b"")
     out.write(encode_response_header(correlation_id, 0))

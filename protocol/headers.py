@@ -82,8 +82,9 @@ def _skip_tagged_at(frame: bytes | bytearray | memoryview, start: int) -> int:
     return stream.tell()
 
 
-def decode_request_header(frame: bytes | bytearray | memoryview,
-                          versions: Mapping[ApiKey, tuple[int, int]] | None = None) -> RequestHeader:
+def decode_request_header(
+    frame: bytes | bytearray | memoryview, versions: Mapping[ApiKey, tuple[int, int]] | None = None
+) -> RequestHeader:
     """Decode the header at the start of ``frame`` (the bytes after the size prefix).
 
     ``versions`` (default SUPPORTED_VERSIONS) is what we serve. Raises UnsupportedVersionError carrying the
@@ -112,8 +113,7 @@ def decode_request_header(frame: bytes | bytearray | memoryview,
     return RequestHeader(key, api_version, correlation_id, client_id, size)
 
 
-def encode_request_header(api_key: int, api_version: int, correlation_id: int,
-                          client_id: str | None) -> bytes:
+def encode_request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
     """Request header v1 or v2 (by the request's flexibility), as a client sends it."""
     out = p.Reader(b"")
     out.write(_FIXED.pack(api_key, api_version, correlation_id))
@@ -129,8 +129,7 @@ def encode_response_header(correlation_id: int, header_version: int) -> bytes:
     return head + b"\x00" if header_version >= 1 else head
 
 
-def decode_response_header(data: bytes | bytearray | memoryview, api_key: int,
-                           api_version: int) -> tuple[int, int]:
+def decode_response_header(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> tuple[int, int]:
     """Return (correlation_id, header_size) of a response to (api_key, api_version)."""
     if len(data) < 4:
         raise DecodeError("response header truncated")

@@ -315,8 +315,9 @@ def read_fixed_array(stream: io.BytesIO, n: int, code: str, size: int) -> list[A
 # Tagged-field sections (KIP-482): count, then per field: tag, size, payload; tags strictly ascending.
 
 
-def read_tagged(stream: io.BytesIO, known: dict[int, tuple[str, Callable[[io.BytesIO], Any]]],
-                out: dict[str, Any]) -> None:
+def read_tagged(
+    stream: io.BytesIO, known: dict[int, tuple[str, Callable[[io.BytesIO], Any]]], out: dict[str, Any]
+) -> None:
     """Read a tagged-field section, storing known tags into ``out`` and skipping unknown ones."""
     count = read_uvarint(stream)
     if count > remaining(stream):
@@ -652,8 +653,9 @@ class StructField:
 
     __slots__ = ("build_default", "default", "name", "subcon", "tag")
 
-    def __init__(self, name: str, subcon: KafkaType | None, default: Default, build_default: Default,
-                 tag: int | None = None) -> None:
+    def __init__(
+        self, name: str, subcon: KafkaType | None, default: Default, build_default: Default, tag: int | None = None
+    ) -> None:
         self.name = name
         self.subcon = subcon
         self.default = default
@@ -669,8 +671,9 @@ class KStruct(KafkaType):
     defaults. Tagged fields are written only when they differ from their default.
     """
 
-    def __init__(self, fields: list[StructField], absent: list[StructField], tagged: list[StructField],
-                 flexible: bool) -> None:
+    def __init__(
+        self, fields: list[StructField], absent: list[StructField], tagged: list[StructField], flexible: bool
+    ) -> None:
         super().__init__()
         self.fields = fields
         self.absent = absent
@@ -751,8 +754,12 @@ class KStruct(KafkaType):
         code.append(_PREAMBLE)
         uid = code.allocateId()
         fname = f"build_kstruct_{uid}"
-        lines = [f"def {fname}(objdict, io, this):", "    if objdict is None:", "        objdict = {}",
-                 "    get = objdict.get"]
+        lines = [
+            f"def {fname}(objdict, io, this):",
+            "    if objdict is None:",
+            "        objdict = {}",
+            "    get = objdict.get",
+        ]
         for f in self.fields:
             if f.subcon.nullable:
                 lines.append(f"    obj = get({f.name!r}, _P._MISSING)")
@@ -769,8 +776,10 @@ class KStruct(KafkaType):
                 lines.append("    pending = []")
                 for f in self.tagged:
                     bname = f"build_tag_{uid}_{f.tag}"
-                    code.append(f"def {bname}(obj, this):\n    io = BytesIO()\n"
-                                f"    {f.subcon._compilebuild(code)}\n    return io.getvalue()\n")
+                    code.append(
+                        f"def {bname}(obj, this):\n    io = BytesIO()\n"
+                        f"    {f.subcon._compilebuild(code)}\n    return io.getvalue()\n"
+                    )
                     lines.append(f"    obj = get({f.name!r}, _P._MISSING)")
                     cmp = f.default.emit(code, shared=True)
                     lines.append(f"    if obj is not _P._MISSING and not _P.same(obj, {cmp}):")

@@ -49,10 +49,28 @@ class Versions:
         return self.low > self.high
 
 
-_FIXED = {"int8": p.Int8, "int16": p.Int16, "int32": p.Int32, "int64": p.Int64, "uint16": p.UInt16,
-          "uint32": p.UInt32, "float64": p.Float64}
-_ZERO = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0, "uint32": 0, "float64": 0.0,
-         "bool": False, "string": "", "bytes": b"", "records": None}
+_FIXED = {
+    "int8": p.Int8,
+    "int16": p.Int16,
+    "int32": p.Int32,
+    "int64": p.Int64,
+    "uint16": p.UInt16,
+    "uint32": p.UInt32,
+    "float64": p.Float64,
+}
+_ZERO = {
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "uint16": 0,
+    "uint32": 0,
+    "float64": 0.0,
+    "bool": False,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+}
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -160,8 +178,13 @@ def build_struct(fields: tuple[Field, ...], version: int, flexible: bool) -> p.K
         if not present:
             absent.append(p.StructField(f.name, None, f.default_value(), f.default_value()))
             continue
-        sf = p.StructField(f.name, _subcon(f, version, flexible or is_tagged), f.default_value(),
-                           f.build_default(version), f.tag if is_tagged else None)
+        sf = p.StructField(
+            f.name,
+            _subcon(f, version, flexible or is_tagged),
+            f.default_value(),
+            f.build_default(version),
+            f.tag if is_tagged else None,
+        )
         (tagged if is_tagged else regular).append(sf)
     return p.KStruct(regular, absent, tagged, flexible)
 

@@ -81,9 +81,7 @@ def cleanable_segments(segments: Sequence[LogSegment], stable_offset: int) -> li
     return [s for s, after in itertools.pairwise(segments) if after.base_offset <= stable_offset]
 
 
-def group_segments(
-    segments: Sequence[LogSegment], sizes: dict[int, int], segment_bytes: int
-) -> list[list[LogSegment]]:
+def group_segments(segments: Sequence[LogSegment], sizes: dict[int, int], segment_bytes: int) -> list[list[LogSegment]]:
     """Split adjacent segments into groups to merge: at most ``segment_bytes`` together by ``sizes`` (bytes each
     keeps, by base offset) and offsets within one segment's relative range."""
     groups: list[list[LogSegment]] = []
@@ -174,9 +172,7 @@ def clean_range(
     ``still_wanted`` is asked before each group's swap: once it says no, the pass stops and leaves only a stray
     ``.cleaned`` file. Raises OSError, CompactionInterrupted when it fails after rewriting some groups, and
     StorageError when a segment's timestamp cannot be read."""
-    drop_tombstones = {
-        s.base_offset: now_ms - s.largest_timestamp() > config.delete_retention_ms for s in cleanable
-    }
+    drop_tombstones = {s.base_offset: now_ms - s.largest_timestamp() > config.delete_retention_ms for s in cleanable}
     plan = plan_pass(((drop_tombstones[s.base_offset], iter_batches(s)) for s in cleanable), transactions)
     bases = [s.base_offset for s in cleanable] + [end]
     next_base = dict(itertools.pairwise(bases))

@@ -148,9 +148,7 @@ class PartitionLog:
         if created:
             fsync_dir(directory.parent)
         log = cls(directory, config)
-        result = load_segments(
-            directory, config, recovery_point=recovery_point, clean_shutdown=clean_shutdown
-        )
+        result = load_segments(directory, config, recovery_point=recovery_point, clean_shutdown=clean_shutdown)
         log.recovered_segments = result.recovered_segments
         segments = result.segments
         if segments and segments[-1].next_offset < log_start_offset:
@@ -254,9 +252,7 @@ class PartitionLog:
         """Bytes in the segments' ``.log`` files, indexes not counted (Kafka's UnifiedLog.size)."""
         return sum(segment.size for segment in self._segments)
 
-    def _validate(
-        self, buf: bytes | bytearray | memoryview, origin: AppendOrigin
-    ) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, buf: bytes | bytearray | memoryview, origin: AppendOrigin) -> list[tuple[int, BatchHeader]]:
         headers = []
         pos = 0
         end = len(buf)
@@ -288,8 +284,7 @@ class PartitionLog:
                 keyless = _first_keyless_record(buf, pos)
                 if keyless is not None:
                     raise RecordValidationError(
-                        f"Compacted topic cannot accept message without key in topic partition "
-                        f"{self.directory.name}.",
+                        f"Compacted topic cannot accept message without key in topic partition {self.directory.name}.",
                         record_index=keyless,
                     )
             headers.append((pos, header))
@@ -322,14 +317,10 @@ class PartitionLog:
         headers = []
         max_timestamp = -1
         for pos, header in validated:
-            header = header._replace(
-                base_offset=next_offset, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH
-            )
+            header = header._replace(base_offset=next_offset, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH)
             if log_append_time:
                 set_log_append_time(buf, pos, header.size, now_ms)
-                header = header._replace(
-                    attributes=header.attributes | TIMESTAMP_TYPE_MASK, max_timestamp=now_ms
-                )
+                header = header._replace(attributes=header.attributes | TIMESTAMP_TYPE_MASK, max_timestamp=now_ms)
             headers.append((pos, header))
             next_offset = header.next_offset
             max_timestamp = max(max_timestamp, header.max_timestamp)
@@ -371,9 +362,7 @@ class PartitionLog:
             now_ms if log_append_time else -1,
         )
 
-    def _should_roll(
-        self, segment: LogSegment, size: int, batches: int, last_offset: int, now_ms: int
-    ) -> bool:
+    def _should_roll(self, segment: LogSegment, size: int, batches: int, last_offset: int, now_ms: int) -> bool:
         if segment.is_empty:
             return False
         return (
@@ -468,9 +457,7 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
-    def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
-    ) -> bytes:
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True) -> bytes:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` and before ``max_offset``.
 
         The first batch is returned whole even when larger than ``max_bytes`` if ``min_one_batch``.
@@ -628,11 +615,7 @@ class PartitionLog:
                 i += 1
         if self.config.retention_bytes >= 0:
             excess = sum(s.size for s in segments[i:]) - self.config.retention_bytes
-            while (
-                i < len(candidates)
-                and upper_bounds[i] <= self.high_watermark
-                and excess - candidates[i].size >= 0
-            ):
+            while i < len(candidates) and upper_bounds[i] <= self.high_watermark and excess - candidates[i].size >= 0:
                 excess -= candidates[i].size
                 i += 1
         return self._delete_oldest(i)

@@ -57,9 +57,7 @@ from oncelog.storage.faults import fault_point
 from oncelog.storage.txn_index import AbortedTxn
 from oncelog.storage.txn_marker import EndTxnMarker
 
-NUM_BATCHES_TO_RETAIN = (
-    5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight.requests.per.connection <= 5)
-)
+NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight.requests.per.connection <= 5)
 MAX_SEQUENCE = 0x7FFFFFFF  # Integer.MAX_VALUE; the next sequence after it is 0
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_MAGIC = b"OLPS"
@@ -251,9 +249,7 @@ class ProducerAppendInfo:
             self._closed.add(completed.first_offset)
 
     @staticmethod
-    def _check_sequence(
-        header: BatchHeader, current: ProducerStateEntry | None, updated: ProducerStateEntry
-    ) -> None:
+    def _check_sequence(header: BatchHeader, current: ProducerStateEntry | None, updated: ProducerStateEntry) -> None:
         seq = header.base_sequence
         epoch = header.producer_epoch
         if epoch != updated.epoch:
@@ -270,9 +266,7 @@ class ProducerAppendInfo:
             last_seq = -1
         no_state = current is None or current.epoch == NO_PRODUCER_EPOCH
         if not (no_state or _in_sequence(last_seq, seq)):
-            raise OutOfOrderSequenceError(
-                f"producer {header.producer_id} sent sequence {seq}, expected {last_seq + 1}"
-            )
+            raise OutOfOrderSequenceError(f"producer {header.producer_id} sent sequence {seq}, expected {last_seq + 1}")
 
 
 def _last_stable_offset(txn: CompletedTxn, ongoing: dict[int, int]) -> int:
@@ -376,8 +370,7 @@ class ProducerStateManager:
 
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
         return (
-            entry.current_txn_first_offset is None
-            and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+            entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
         )
 
     def truncate(self) -> None:
@@ -430,9 +423,7 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
     count = 0
     for e in entries:
         txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
-        body += _ENTRY.pack(
-            e.producer_id, e.epoch, e.coordinator_epoch, e.last_timestamp, txn, len(e.batches)
-        )
+        body += _ENTRY.pack(e.producer_id, e.epoch, e.coordinator_epoch, e.last_timestamp, txn, len(e.batches))
         for b in e.batches:
             body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
         count += 1
@@ -461,9 +452,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
             for _ in range(nbatches):
                 batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size
-            entries.append(
-                ProducerStateEntry(pid, epoch, batches, coord_epoch, last_ts, None if txn < 0 else txn)
-            )
+            entries.append(ProducerStateEntry(pid, epoch, batches, coord_epoch, last_ts, None if txn < 0 else txn))
     except struct.error as exc:
         raise SnapshotCorruptError(f"snapshot is truncated: {exc}") from exc
     if pos != len(body):

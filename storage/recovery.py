@@ -109,9 +109,7 @@ def recover_segment(segment: LogSegment, expected_offset: int) -> int:
     return truncated
 
 
-def load_segments(
-    directory: Path, config: LogConfig, *, recovery_point: int, clean_shutdown: bool
-) -> LoadResult:
+def load_segments(directory: Path, config: LogConfig, *, recovery_point: int, clean_shutdown: bool) -> LoadResult:
     """Open every segment in ``directory``, recovering as described in the module docstring."""
     result = LoadResult()
     complete_swaps(directory)

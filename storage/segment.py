@@ -55,8 +55,7 @@ class LogSegment:
         self.config = config
         self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
         self.index_files_existed = all(
-            (directory / file_name(base_offset, suffix)).exists()
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            (directory / file_name(base_offset, suffix)).exists() for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.offset_index = OffsetIndex(
@@ -139,9 +138,7 @@ class LogSegment:
             for pos, header in self.iter_headers(tail_start):
                 if pos == tail_start and last is not None:
                     if header.last_offset != last[0]:
-                        raise IndexCorruptError(
-                            f"{self.offset_index.path}: last entry does not match its batch"
-                        )
+                        raise IndexCorruptError(f"{self.offset_index.path}: last entry does not match its batch")
                 elif since > self.config.index_interval_bytes:
                     raise IndexCorruptError(f"{self.offset_index.path}: entries are missing")
                 since += header.size
@@ -154,9 +151,7 @@ class LogSegment:
                 raise IndexCorruptError(f"{self.log_path}: the log does not end on a batch boundary")
             entries, time_entries = self.offset_index.entries, self.time_index.entries
             if time_entries > entries or (entries > 0 and time_entries == 0):
-                raise IndexCorruptError(
-                    f"{self.time_index.path}: entry count does not match the offset index"
-                )
+                raise IndexCorruptError(f"{self.time_index.path}: entry count does not match the offset index")
             self.time_index.sanity_check(self.next_offset)
             self.bytes_since_last_index_entry = since
             rebuilt = False
@@ -191,8 +186,13 @@ class LogSegment:
         propagates.
         """
         start = self.size
-        saved = (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
-                 self.bytes_since_last_index_entry, self.first_batch_timestamp)
+        saved = (
+            self.next_offset,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+            self.bytes_since_last_index_entry,
+            self.first_batch_timestamp,
+        )
         index_lengths = (len(self.offset_index.data), len(self.time_index.data))
         txn_entries = len(self.txn_index.entries)
         try:
@@ -207,8 +207,13 @@ class LogSegment:
                 self.txn_index.append(aborted)
         except OSError:
             self.size = start
-            (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
-             self.bytes_since_last_index_entry, self.first_batch_timestamp) = saved
+            (
+                self.next_offset,
+                self.max_timestamp,
+                self.offset_of_max_timestamp,
+                self.bytes_since_last_index_entry,
+                self.first_batch_timestamp,
+            ) = saved
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, start)
             for index, length in zip((self.offset_index, self.time_index), index_lengths, strict=True):

@@ -38,11 +38,7 @@ class TimeIndex(IndexFile):
         last_ts, last_rel = None, -1
         for n in range(self.entries):
             ts, rel = self.entry_at(n)
-            if (
-                (last_ts is not None and ts <= last_ts)
-                or rel < last_rel
-                or self.base_offset + rel >= next_offset
-            ):
+            if (last_ts is not None and ts <= last_ts) or rel < last_rel or self.base_offset + rel >= next_offset:
                 raise IndexCorruptError(f"{self.path}: entry {n} ({ts}, {rel}) is out of order or range")
             last_ts, last_rel = ts, rel
 

@@ -14,8 +14,12 @@ if TYPE_CHECKING:
 def _partition(broker: BrokerNode, topic: str, index: int) -> dict:
     partition_log = broker.replicas.get_log(topic, index)
     if partition_log is None:
-        return {"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                "error_message": None, "active_producers": []}
+        return {
+            "partition_index": index,
+            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            "error_message": None,
+            "active_producers": [],
+        }
     producers = [
         {
             "producer_id": p.producer_id,
@@ -27,8 +31,12 @@ def _partition(broker: BrokerNode, topic: str, index: int) -> dict:
         }
         for p in partition_log.producer_state.active_producers()
     ]
-    return {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,
-            "active_producers": producers}
+    return {
+        "partition_index": index,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "active_producers": producers,
+    }
 
 
 async def handle(broker: BrokerNode, request: Request) -> dict:

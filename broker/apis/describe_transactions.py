@@ -15,9 +15,16 @@ if TYPE_CHECKING:
 def _describe(broker: BrokerNode, transactional_id: str) -> dict:
     metadata = broker.transactions.get(transactional_id)
     if metadata is None:
-        return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": transactional_id,
-                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-                "producer_id": -1, "producer_epoch": -1, "topics": []}
+        return {
+            "error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+            "transactional_id": transactional_id,
+            "transaction_state": "",
+            "transaction_timeout_ms": 0,
+            "transaction_start_time_ms": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "topics": [],
+        }
     topics: dict[str, list[int]] = {}
     for topic, partition in sorted(metadata.partitions):
         topics.setdefault(topic, []).append(partition)

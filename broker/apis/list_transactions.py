@@ -33,8 +33,13 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
             metadata.state == TxnState.ONGOING and now - metadata.start_timestamp_ms > min_duration_ms
         ):
             continue
-        listed.append({"transactional_id": metadata.transactional_id, "producer_id": metadata.producer_id,
-                       "transaction_state": name})
+        listed.append(
+            {
+                "transactional_id": metadata.transactional_id,
+                "producer_id": metadata.producer_id,
+                "transaction_state": name,
+            }
+        )
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

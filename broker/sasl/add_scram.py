@@ -57,5 +57,6 @@ def add_scram_users(data_dir: Path, specs: list[ScramUserSpec]) -> None:
     store = ScramCredentialStore(data_dir)
     store.load()
     for spec in specs:
-        store.set(spec.name, spec.mechanism, ScramCredential.from_password(spec.mechanism, spec.password,
-                                                                           spec.iterations))
+        store.set(
+            spec.name, spec.mechanism, ScramCredential.from_password(spec.mechanism, spec.password, spec.iterations)
+        )

@@ -54,17 +54,20 @@ def sasl_listener_config(config: BrokerConfig, listener: Listener) -> SaslListen
         jaas_text = config.get_optional(jaas_name)
         if jaas_text is None:
             if mechanism == PLAIN:
-                raise ConfigError(f"listener {listener.name}: PLAIN is enabled but {jaas_name} is not set "
-                                  f"(e.g. {PLAIN_LOGIN_MODULE} required user_alice=\"alice-secret\";)")
+                raise ConfigError(
+                    f"listener {listener.name}: PLAIN is enabled but {jaas_name} is not set "
+                    f'(e.g. {PLAIN_LOGIN_MODULE} required user_alice="alice-secret";)'
+                )
             continue
         entry = parse_jaas_config(jaas_text, jaas_name)
         expected = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
         if entry.login_module != expected:
-            raise ConfigError(f"{jaas_name}: login module {entry.login_module} does not serve {mechanism} "
-                              f"(expected {expected})")
+            raise ConfigError(
+                f"{jaas_name}: login module {entry.login_module} does not serve {mechanism} (expected {expected})"
+            )
         if mechanism == PLAIN:
             passwords = {
-                key[len(PLAIN_USER_PREFIX):]: value
+                key[len(PLAIN_USER_PREFIX) :]: value
                 for key, value in entry.options.items()
                 if key.startswith(PLAIN_USER_PREFIX)
             }

@@ -173,13 +173,15 @@ class ScramCredentialStore:
         results = []
         for user, duplicate in seen.items():
             if duplicate:
-                results.append({**_result(user, ErrorCode.DUPLICATE_RESOURCE, _DUPLICATE_DESCRIBE + user),
-                                "credential_infos": []})
+                results.append(
+                    {**_result(user, ErrorCode.DUPLICATE_RESOURCE, _DUPLICATE_DESCRIBE + user), "credential_infos": []}
+                )
                 continue
             mechanisms = self._credentials.get(user, {})
             if not mechanisms:
-                results.append({**_result(user, ErrorCode.RESOURCE_NOT_FOUND, _MISSING_DESCRIBE + user),
-                                "credential_infos": []})
+                results.append(
+                    {**_result(user, ErrorCode.RESOURCE_NOT_FOUND, _MISSING_DESCRIBE + user), "credential_infos": []}
+                )
                 continue
             infos = [
                 {"mechanism": MECHANISMS[name][1], "iterations": credential.iterations}

@@ -75,6 +75,7 @@ def parse_jaas_config(text: str, property_name: str = "sasl.jaas.config") -> Jaa
         index += 1
         entries.append(JaasEntry(module, flag, options))
     if len(entries) != 1:
-        raise ConfigError(f"{property_name}: JAAS config property contains {len(entries)} login modules, should be "
-                          "1 module")
+        raise ConfigError(
+            f"{property_name}: JAAS config property contains {len(entries)} login modules, should be 1 module"
+        )
     return entries[0]

@@ -118,9 +118,13 @@ class SaslSession:
         try:
             reply = self._evaluate(token)
         except SaslFailure as exc:
-            message = str(exc) if exc.visible else (
-                f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
-                f"{self.server.mechanism}"
+            message = (
+                str(exc)
+                if exc.visible
+                else (
+                    f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                    f"{self.server.mechanism}"
+                )
             )
             return self._fail(
                 str(exc),

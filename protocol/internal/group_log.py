@@ -34,40 +34,60 @@ GROUP_VALUE_VERSIONS = (0, 1, 2, 3, 4)
 GROUP_VALUE_VERSION = 3  # Kafka's highest non-flexible version
 
 
-_OFFSET_KEY = Message("OffsetCommitKey", -1, "0-1", "none", (
-    F("group", "string"),
-    F("topic", "string"),
-    F("partition", "int32"),
-))
+_OFFSET_KEY = Message(
+    "OffsetCommitKey",
+    -1,
+    "0-1",
+    "none",
+    (
+        F("group", "string"),
+        F("topic", "string"),
+        F("partition", "int32"),
+    ),
+)
 
-_GROUP_KEY = Message("GroupMetadataKey", -1, "2", "none", (
-    F("group", "string"),
-))
+_GROUP_KEY = Message("GroupMetadataKey", -1, "2", "none", (F("group", "string"),))
 
-_OFFSET_VALUE = Message("OffsetCommitValue", -1, "0-4", "4+", (
-    F("offset", "int64"),
-    F("leader_epoch", "int32", "3+", default=-1),
-    F("metadata", "string"),
-    F("commit_timestamp", "int64"),
-    F("expire_timestamp", "int64", "1", default=-1),
-))
+_OFFSET_VALUE = Message(
+    "OffsetCommitValue",
+    -1,
+    "0-4",
+    "4+",
+    (
+        F("offset", "int64"),
+        F("leader_epoch", "int32", "3+", default=-1),
+        F("metadata", "string"),
+        F("commit_timestamp", "int64"),
+        F("expire_timestamp", "int64", "1", default=-1),
+    ),
+)
 
-_GROUP_VALUE = Message("GroupMetadataValue", -1, "0-4", "4+", (
-    F("protocol_type", "string"),
-    F("generation", "int32"),
-    F("protocol", "string", nullable="0+"),
-    F("leader", "string", nullable="0+"),
-    F("current_state_timestamp", "int64", "2+", default=-1),
-    F("members", "[]", "0+",
-      F("member_id", "string"),
-      F("group_instance_id", "string", "3+", nullable="3+", default=None),
-      F("client_id", "string"),
-      F("client_host", "string"),
-      F("rebalance_timeout", "int32", "1+", default=-1),
-      F("session_timeout", "int32"),
-      F("subscription", "bytes"),
-      F("assignment", "bytes")),
-))
+_GROUP_VALUE = Message(
+    "GroupMetadataValue",
+    -1,
+    "0-4",
+    "4+",
+    (
+        F("protocol_type", "string"),
+        F("generation", "int32"),
+        F("protocol", "string", nullable="0+"),
+        F("leader", "string", nullable="0+"),
+        F("current_state_timestamp", "int64", "2+", default=-1),
+        F(
+            "members",
+            "[]",
+            "0+",
+            F("member_id", "string"),
+            F("group_instance_id", "string", "3+", nullable="3+", default=None),
+            F("client_id", "string"),
+            F("client_host", "string"),
+            F("rebalance_timeout", "int32", "1+", default=-1),
+            F("session_timeout", "int32"),
+            F("subscription", "bytes"),
+            F("assignment", "bytes"),
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ VALUE_VERSIONS = (0, 1)
 DEFAULT_VALUE_VERSION = 0  # what Kafka writes while transaction.version < 1 (its default through 3.x)
 
 
-
 class TxnStateCode(IntEnum):
     """Kafka's TransactionState ids as stored in ``transaction_status``; ``.kafka_name`` is its display name."""
 
@@ -59,25 +58,26 @@ class TxnStateCode(IntEnum):
 
 _BY_NAME = {s.kafka_name: s for s in TxnStateCode}
 
-_KEY = Message("TransactionLogKey", -1, "0", "none", (
-    F("transactional_id", "string", "0"),
-))
+_KEY = Message("TransactionLogKey", -1, "0", "none", (F("transactional_id", "string", "0"),))
 
-_VALUE = Message("TransactionLogValue", -1, "0-1", "1+", (
-    F("producer_id", "int64"),
-    F("previous_producer_id", "int64", "1+", tag=0, tagged="1+", default=-1),
-    F("next_producer_id", "int64", "1+", tag=1, tagged="1+", default=-1),
-    F("producer_epoch", "int16"),
-    F("transaction_timeout_ms", "int32"),
-    F("transaction_status", "int8"),
-    F("transaction_partitions", "[]", "0+",
-      F("topic", "string"),
-      F("partition_ids", "[]int32"),
-      nullable="0+"),
-    F("transaction_last_update_timestamp_ms", "int64"),
-    F("transaction_start_timestamp_ms", "int64"),
-    F("client_transaction_version", "int16", "1+", tag=2, tagged="1+", default=0),
-))
+_VALUE = Message(
+    "TransactionLogValue",
+    -1,
+    "0-1",
+    "1+",
+    (
+        F("producer_id", "int64"),
+        F("previous_producer_id", "int64", "1+", tag=0, tagged="1+", default=-1),
+        F("next_producer_id", "int64", "1+", tag=1, tagged="1+", default=-1),
+        F("producer_epoch", "int16"),
+        F("transaction_timeout_ms", "int32"),
+        F("transaction_status", "int8"),
+        F("transaction_partitions", "[]", "0+", F("topic", "string"), F("partition_ids", "[]int32"), nullable="0+"),
+        F("transaction_last_update_timestamp_ms", "int64"),
+        F("transaction_start_timestamp_ms", "int64"),
+        F("client_transaction_version", "int16", "1+", tag=2, tagged="1+", default=0),
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -395,9 +395,7 @@ def _decode_records(
     return records
 
 
-def _decode_headers(
-    data: bytes, pos: int, rec_end: int, count: int, headers: list[tuple[str, bytes | None]]
-) -> int:
+def _decode_headers(data: bytes, pos: int, rec_end: int, count: int, headers: list[tuple[str, bytes | None]]) -> int:
     for _ in range(count):
         size, pos = decode_varint(data, pos, 5)
         if size < 0 or pos + size > rec_end:
@@ -443,9 +441,7 @@ def _records_of(
     if header.compression != Compression.NONE:
         body = decompress(header.compression, body, max_size=max_decompressed_size)
     log_append_time = header.max_timestamp if header.timestamp_type == 1 else None
-    return decode_records(
-        body, header.records_count, header.base_offset, header.base_timestamp, log_append_time
-    )
+    return decode_records(body, header.records_count, header.base_offset, header.base_timestamp, log_append_time)
 
 
 def iter_batches(

@@ -254,9 +254,7 @@ def _lz4_header_checksum(descriptor: bytes) -> int:
 
 
 _LZ4_DESCRIPTOR = bytes((_LZ4_FLG_VERSION | _LZ4_FLG_BLOCK_INDEPENDENT, _LZ4_BD_64KB))
-_LZ4_FRAME_HEADER = (
-    _UINT32_LE.pack(LZ4_MAGIC) + _LZ4_DESCRIPTOR + bytes((_lz4_header_checksum(_LZ4_DESCRIPTOR),))
-)
+_LZ4_FRAME_HEADER = _UINT32_LE.pack(LZ4_MAGIC) + _LZ4_DESCRIPTOR + bytes((_lz4_header_checksum(_LZ4_DESCRIPTOR),))
 _LZ4_BLOCK_SIZE = 64 * 1024
 _LZ4_END_MARK = b"\x00\x00\x00\x00"
 
@@ -268,9 +266,7 @@ def _lz4_compress(data: bytes | bytearray | memoryview, level: int | None) -> by
     for start in range(0, len(view), _LZ4_BLOCK_SIZE):
         chunk = view[start : start + _LZ4_BLOCK_SIZE]
         if high:
-            block = cramjam.lz4.compress_block(
-                chunk, mode="high_compression", compression=level, store_size=False
-            )
+            block = cramjam.lz4.compress_block(chunk, mode="high_compression", compression=level, store_size=False)
         else:
             block = cramjam.lz4.compress_block(chunk, store_size=False)
         block = bytes(block)

@@ -87,8 +87,9 @@ class ScramCredential:
         cls, mechanism: str, password: str, iterations: int, salt: bytes | None = None
     ) -> ScramCredential:
         salt = salt if salt is not None else secrets.token_bytes(32)
-        return cls.from_salted_password(mechanism, salt, salted_password(mechanism, password, salt, iterations),
-                                        iterations)
+        return cls.from_salted_password(
+            mechanism, salt, salted_password(mechanism, password, salt, iterations), iterations
+        )
 
 
 def escape_name(name: str) -> str:

@@ -37,10 +37,12 @@ def test_p4_floors_the_mock_p50_plus_serial_fsyncs_and_the_cpu_left_at_the_goal_
     r = run.Run(run.QUICK)
     mock = run.P4Result(latencies_ms=[1.0, 1.2, 1.4], commits=100, seconds=1.0, broker_cpu_s=None, client_cpu_s=0.03)
     assert run.p4_floors(r, mock) == {}  # no machine figures, no floor
-    r.disk = machine.DiskFigures(1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.15, fdatasync_p99_ms=0.3,
-                                 fdatasync_cpu_us=50.0)
-    r.runtime = runtime.RuntimeFigures(60.0, 50.0, 16.0, handoff_p50_us=100.0, handoff_cpu_us=70.0,
-                                       handoff_cpu_concurrent_us=15.0)
+    r.disk = machine.DiskFigures(
+        1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.15, fdatasync_p99_ms=0.3, fdatasync_cpu_us=50.0
+    )
+    r.runtime = runtime.RuntimeFigures(
+        60.0, 50.0, 16.0, handoff_p50_us=100.0, handoff_cpu_us=70.0, handoff_cpu_concurrent_us=15.0
+    )
     monkeypatch.setattr(run.os, "sched_getaffinity", lambda _pid: {0, 1})
     floors = run.p4_floors(r, mock)
     assert floors["commit_p50_floor_ms"] == pytest.approx(1.2 + 4 * (0.15 + 0.1))
@@ -54,10 +56,12 @@ def test_p4_floors_the_mock_p50_plus_serial_fsyncs_and_the_cpu_left_at_the_goal_
 def test_p3_ceiling_adds_the_serial_fsyncs_to_the_clients_own_pause_per_commit_interval() -> None:
     r = run.Run(run.QUICK)
     assert run.p3_ceiling(r, 1.0) is None  # no machine figures, no ceiling
-    r.disk = machine.DiskFigures(1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.2, fdatasync_p99_ms=0.3,
-                                 fdatasync_cpu_us=50.0)
-    r.runtime = runtime.RuntimeFigures(60.0, 50.0, 16.0, handoff_p50_us=50.0, handoff_cpu_us=70.0,
-                                       handoff_cpu_concurrent_us=15.0)
+    r.disk = machine.DiskFigures(
+        1, 1.0, 1.0, 1.0, 1.0, fdatasync_p50_ms=0.2, fdatasync_p99_ms=0.3, fdatasync_cpu_us=50.0
+    )
+    r.runtime = runtime.RuntimeFigures(
+        60.0, 50.0, 16.0, handoff_p50_us=50.0, handoff_cpu_us=70.0, handoff_cpu_concurrent_us=15.0
+    )
     # The client's own 1.25 ms and three fsyncs of 0.25 ms pause the producer 2 ms per 100 ms of sending.
     assert run.p3_ceiling(r, 1.25) == pytest.approx(100 / 102)
 

@@ -39,7 +39,10 @@ def _creation(**overrides: object) -> dict:
 async def test_describe_is_security_disabled(client, version: int) -> None:
     response = await client.request(ApiKey.DESCRIBE_ACLS, version, _filter())
     assert (response.error_code, response.error_message, list(response.resources)) == (
-        ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker", [])
+        ErrorCode.SECURITY_DISABLED,
+        "No Authorizer is configured on the broker",
+        [],
+    )
     assert ErrorCode.SECURITY_DISABLED == 54
 
 
@@ -48,7 +51,8 @@ async def test_create_answers_security_disabled_for_each_creation(client, versio
     body = {"creations": [_creation(), _creation(resource_name="u", operation=4)]}
     response = await client.request(ApiKey.CREATE_ACLS, version, body)
     assert [(r.error_code, r.error_message) for r in response.results] == [
-        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")] * 2
+        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    ] * 2
     assert list((await client.request(ApiKey.CREATE_ACLS, version, {"creations": []})).results) == []
 
 
@@ -57,7 +61,8 @@ async def test_delete_answers_security_disabled_for_each_filter(client, version:
     body = {"filters": [_filter(), _filter(resource_type_filter=TOPIC, resource_name_filter="t"), _filter()]}
     response = await client.request(ApiKey.DELETE_ACLS, version, body)
     assert [(r.error_code, r.error_message, list(r.matching_acls)) for r in response.filter_results] == [
-        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.", [])] * 3
+        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.", [])
+    ] * 3
 
 
 @pytest.mark.parametrize(

@@ -138,25 +138,52 @@ async def test_validate_only_checks_but_changes_nothing(broker, client) -> None:
 @pytest.mark.parametrize(
     ("ops", "error", "message"),
     [
-        ([("retention.ms", APPEND, "5")], ErrorCode.INVALID_CONFIG,
-         "Can't APPEND to key retention.ms because its type is not LIST."),
+        (
+            [("retention.ms", APPEND, "5")],
+            ErrorCode.INVALID_CONFIG,
+            "Can't APPEND to key retention.ms because its type is not LIST.",
+        ),
         ([("no.such.config", SET, "1")], ErrorCode.INVALID_CONFIG, "Unknown topic config name: no.such.config"),
-        ([("retention.ms", SET, "soon")], ErrorCode.INVALID_CONFIG,
-         "Invalid value soon for configuration retention.ms: Not a number"),
-        ([("retention.ms", SET, "-2")], ErrorCode.INVALID_CONFIG,
-         "Invalid value -2 for configuration retention.ms: Value must be at least -1"),
-        ([("segment.bytes", SET, "13")], ErrorCode.INVALID_CONFIG,
-         "Invalid value 13 for configuration segment.bytes: Value must be at least 14"),
-        ([("flush.messages", SET, "0")], ErrorCode.INVALID_CONFIG,
-         "Invalid value 0 for configuration flush.messages: Value must be at least 1"),
-        ([("flush.ms", SET, "-1")], ErrorCode.INVALID_CONFIG,
-         "Invalid value -1 for configuration flush.ms: Value must be at least 0"),
-        ([("cleanup.policy", SET, "forever")], ErrorCode.INVALID_CONFIG,
-         "Invalid value forever for configuration cleanup.policy: String must be one of: compact, delete"),
-        ([("cleanup.policy", SUBTRACT, "delete")], ErrorCode.INVALID_CONFIG,
-         "Invalid value  for configuration cleanup.policy: String must be one of: compact, delete"),
-        ([("retention.ms", SET, "1"), ("retention.ms", DELETE, None)], ErrorCode.INVALID_REQUEST,
-         "Error due to duplicate config keys"),
+        (
+            [("retention.ms", SET, "soon")],
+            ErrorCode.INVALID_CONFIG,
+            "Invalid value soon for configuration retention.ms: Not a number",
+        ),
+        (
+            [("retention.ms", SET, "-2")],
+            ErrorCode.INVALID_CONFIG,
+            "Invalid value -2 for configuration retention.ms: Value must be at least -1",
+        ),
+        (
+            [("segment.bytes", SET, "13")],
+            ErrorCode.INVALID_CONFIG,
+            "Invalid value 13 for configuration segment.bytes: Value must be at least 14",
+        ),
+        (
+            [("flush.messages", SET, "0")],
+            ErrorCode.INVALID_CONFIG,
+            "Invalid value 0 for configuration flush.messages: Value must be at least 1",
+        ),
+        (
+            [("flush.ms", SET, "-1")],
+            ErrorCode.INVALID_CONFIG,
+            "Invalid value -1 for configuration flush.ms: Value must be at least 0",
+        ),
+        (
+            [("cleanup.policy", SET, "forever")],
+            ErrorCode.INVALID_CONFIG,
+            "Invalid value forever for configuration cleanup.policy: String must be one of: compact, delete",
+        ),
+        (
+            [("cleanup.policy", SUBTRACT, "delete")],
+            ErrorCode.INVALID_CONFIG,
+            "Invalid value  for configuration cleanup.policy: String must be one of: compact, delete",
+        ),
+        (
+            [("retention.ms", SET, "1"), ("retention.ms", DELETE, None)],
+            ErrorCode.INVALID_REQUEST,
+            "Error due to duplicate config keys",
+        ),
         ([("retention.ms", SET, None)], ErrorCode.INVALID_REQUEST, "Null value not supported for : retention.ms"),
         ([("retention.ms", 9, "1")], ErrorCode.INVALID_REQUEST, "Unknown operations type 9"),
     ],
@@ -171,20 +198,28 @@ async def test_refused_changes_leave_the_topic_as_it_was(broker, client, ops, er
 async def test_resource_errors(client) -> None:
     await _create(client, "mixed")
     assert await _alter(client, "missing", ("retention.ms", SET, "1")) == (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'missing' does not exist.")
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        "The topic 'missing' does not exist.",
+    )
     assert await _replace(client, "missing", {"retention.ms": "1"}) == (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'missing' does not exist.")
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        "The topic 'missing' does not exist.",
+    )
     assert await _replace(client, "mixed", {"retention.ms": None}) == (
-        ErrorCode.INVALID_REQUEST, "Null value not supported for : retention.ms")
+        ErrorCode.INVALID_REQUEST,
+        "Null value not supported for : retention.ms",
+    )
     # Each resource is answered on its own, in request order; one named twice is refused each time.
-    body = _incremental([
-        (TOPIC, "mixed", [("retention.ms", SET, "1000")]),
-        (TOPIC, "twice", [("retention.ms", SET, "1")]),
-        (TOPIC, "twice", [("retention.ms", SET, "2")]),
-        (1, "whatever", []),
-        (TOPIC, "", [("retention.ms", SET, "1")]),
-        (TOPIC, "bad/name", [("retention.ms", SET, "1")]),
-    ])
+    body = _incremental(
+        [
+            (TOPIC, "mixed", [("retention.ms", SET, "1000")]),
+            (TOPIC, "twice", [("retention.ms", SET, "1")]),
+            (TOPIC, "twice", [("retention.ms", SET, "2")]),
+            (1, "whatever", []),
+            (TOPIC, "", [("retention.ms", SET, "1")]),
+            (TOPIC, "bad/name", [("retention.ms", SET, "1")]),
+        ]
+    )
     responses = (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)).responses
     assert [(r.resource_type, r.resource_name, r.error_code) for r in responses] == [
         (TOPIC, "mixed", ErrorCode.NONE),
@@ -205,11 +240,15 @@ async def test_broker_configs_cannot_be_updated_dynamically(broker, client) -> N
     ):
         response = (await client.request(api, version, body)).responses[0]
         assert (response.error_code, response.error_message) == (
-            ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.retention.ms)")
+            ErrorCode.INVALID_REQUEST,
+            "Cannot update these configs dynamically: Set(log.retention.ms)",
+        )
     wrong = _incremental([(BROKER, "7", [("log.retention.ms", SET, "1000")])])
     response = (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, wrong)).responses[0]
     assert (response.error_code, response.error_message) == (
-        ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 1, but received 7")
+        ErrorCode.INVALID_REQUEST,
+        "Unexpected broker id, expected 1, but received 7",
+    )
     nothing = _incremental([(BROKER, "1", [])])
     assert (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, nothing)).responses[0].error_code == 0
     assert broker.node.config.get_int("log.retention.ms") == 604800000
@@ -225,7 +264,10 @@ async def test_internal_topics_keep_their_fixed_settings(broker, client) -> None
     assert await _alter(client, topic, ("cleanup.policy", SET, "compact"), ("retention.ms", SET, "5000")) == OK
     assert await _replace(client, topic, {"delete.retention.ms": "1000"}) == OK  # the fixed keys stay
     assert broker.node.metadata.get(topic).configs == {
-        "cleanup.policy": "compact", "segment.bytes": "104857600", "delete.retention.ms": "1000"}
+        "cleanup.policy": "compact",
+        "segment.bytes": "104857600",
+        "delete.retention.ms": "1000",
+    }
     config = broker.node.logs.get(topic, 0).config
     assert (config.cleanup_policy, config.delete_retention_ms) == (("compact",), 1000)
 
@@ -295,7 +337,8 @@ async def test_switching_cleanup_policy_starts_and_stops_compaction(start_broker
     for i in range(60):
         key, value = b"key-%d" % (i % 3), b"value-%d" % i
         response = await client.request(
-            ApiKey.PRODUCE, 7, produce_body("table", 0, encode_batch([SimpleRecord(key, value)])))
+            ApiKey.PRODUCE, 7, produce_body("table", 0, encode_batch([SimpleRecord(key, value)]))
+        )
         written.append((response.responses[0].partition_responses[0].base_offset, key, value))
     segments = len(broker.node.logs.get("table", 0).segments)
     assert segments > 3 and len(await _read_all(client, "table")) == 60  # "delete" does not compact

@@ -34,22 +34,40 @@ async def test_valid_filters_match_nothing(client, version: int, components: lis
     ("components", "error", "message"),
     [
         ([_component("", SPECIFIED)], ErrorCode.INVALID_REQUEST, "Invalid empty entity type."),
-        ([_component("user", SPECIFIED), _component("user", EXACT, "a")], ErrorCode.INVALID_REQUEST,
-         "Entity type user cannot appear more than once in the filter."),
+        (
+            [_component("user", SPECIFIED), _component("user", EXACT, "a")],
+            ErrorCode.INVALID_REQUEST,
+            "Entity type user cannot appear more than once in the filter.",
+        ),
         ([_component("group", SPECIFIED)], ErrorCode.UNSUPPORTED_VERSION, "Unsupported entity type group"),
-        ([_component("user", EXACT)], ErrorCode.INVALID_REQUEST,
-         "Request specified MATCH_TYPE_EXACT, but set match string to null."),
-        ([_component("client-id", DEFAULT, "c")], ErrorCode.INVALID_REQUEST,
-         "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."),
-        ([_component("user", SPECIFIED, "u")], ErrorCode.INVALID_REQUEST,
-         "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string."),
+        (
+            [_component("user", EXACT)],
+            ErrorCode.INVALID_REQUEST,
+            "Request specified MATCH_TYPE_EXACT, but set match string to null.",
+        ),
+        (
+            [_component("client-id", DEFAULT, "c")],
+            ErrorCode.INVALID_REQUEST,
+            "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.",
+        ),
+        (
+            [_component("user", SPECIFIED, "u")],
+            ErrorCode.INVALID_REQUEST,
+            "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.",
+        ),
         ([_component("user", 3)], ErrorCode.INVALID_REQUEST, "Unknown match type 3"),
-        ([_component("ip", SPECIFIED), _component("user", DEFAULT)], ErrorCode.INVALID_REQUEST,
-         "Invalid entity filter component combination. IP filter component should not be used with user or "
-         "clientId filter component."),
+        (
+            [_component("ip", SPECIFIED), _component("user", DEFAULT)],
+            ErrorCode.INVALID_REQUEST,
+            "Invalid entity filter component combination. IP filter component should not be used with user or "
+            "clientId filter component.",
+        ),
         # The first problem in Kafka's order wins: the unknown entity type before the second component's.
-        ([_component("group", EXACT), _component("", SPECIFIED)], ErrorCode.UNSUPPORTED_VERSION,
-         "Unsupported entity type group"),
+        (
+            [_component("group", EXACT), _component("", SPECIFIED)],
+            ErrorCode.UNSUPPORTED_VERSION,
+            "Unsupported entity type group",
+        ),
     ],
 )
 async def test_invalid_filters(client, components: list[dict], error: int, message: str) -> None:

@@ -20,9 +20,11 @@ async def test_lists_this_node_as_metadata_does(broker, client, version: int) ->
     assert (described.error_code, described.error_message) == (ErrorCode.NONE, None)
     assert described.cluster_id == metadata.cluster_id == broker.node.metadata.cluster_id != ""
     assert described.controller_id == metadata.controller_id == NODE
-    assert [(b.broker_id, b.host, b.port, b.rack) for b in described.brokers] == [
-        (b.node_id, b.host, b.port, b.rack) for b in metadata.brokers
-    ] == [(NODE, "127.0.0.1", broker.port, None)]
+    assert (
+        [(b.broker_id, b.host, b.port, b.rack) for b in described.brokers]
+        == [(b.node_id, b.host, b.port, b.rack) for b in metadata.brokers]
+        == [(NODE, "127.0.0.1", broker.port, None)]
+    )
     assert described.endpoint_type == 1
     assert described.cluster_authorized_operations == NOT_REQUESTED
 
@@ -63,7 +65,9 @@ async def test_metadata_answers_authorized_operations_only_when_asked(client) ->
     body = {"topics": [{"name": "ops"}], "allow_auto_topic_creation": False}
     plain = await client.request(ApiKey.METADATA, 8, body)
     assert (plain.cluster_authorized_operations, plain.topics[0].topic_authorized_operations) == (
-        NOT_REQUESTED, NOT_REQUESTED)
+        NOT_REQUESTED,
+        NOT_REQUESTED,
+    )
     asked = await client.request(
         ApiKey.METADATA,
         8,
@@ -71,5 +75,4 @@ async def test_metadata_answers_authorized_operations_only_when_asked(client) ->
     )
     # As Kafka without an authorizer: every operation of the cluster and of a topic.
     assert {c for c in range(32) if asked.cluster_authorized_operations >> c & 1} == {5, 7, 8, 9, 10, 11, 12}
-    assert {c for c in range(32) if asked.topics[0].topic_authorized_operations >> c & 1} == {
-        3, 4, 5, 6, 7, 8, 10, 11}
+    assert {c for c in range(32) if asked.topics[0].topic_authorized_operations >> c & 1} == {3, 4, 5, 6, 7, 8, 10, 11}

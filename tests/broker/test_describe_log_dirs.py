@@ -111,5 +111,8 @@ async def test_a_data_dir_that_cannot_be_examined_is_an_unknown_server_error(bro
     monkeypatch.setattr(broker.node, "data_dir", gone)
     result = await _describe(client, None)
     assert (result.error_code, result.log_dir, list(result.topics)) == (
-        ErrorCode.UNKNOWN_SERVER_ERROR, str(gone.absolute()), [])
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        str(gone.absolute()),
+        [],
+    )
     assert (result.total_bytes, result.usable_bytes) == (-1, -1)

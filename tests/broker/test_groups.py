@@ -23,8 +23,16 @@ async def _topic(client, name: str = "t", partitions: int = 4) -> str:
     return name
 
 
-def join_body(member_id: str = "", *, session_ms: int = 10000, rebalance_ms: int = 10000, instance=None,
-              protocols=(("range", b"r"),), group: str = GROUP, protocol_type: str = "consumer") -> dict:
+def join_body(
+    member_id: str = "",
+    *,
+    session_ms: int = 10000,
+    rebalance_ms: int = 10000,
+    instance=None,
+    protocols=(("range", b"r"),),
+    group: str = GROUP,
+    protocol_type: str = "consumer",
+) -> dict:
     return {
         "group_id": group,
         "session_timeout_ms": session_ms,
@@ -61,8 +69,9 @@ async def heartbeat(client, generation: int, member_id: str, instance=None) -> i
     return (await client.request(ApiKey.HEARTBEAT, 3, body)).error_code
 
 
-async def commit(client, offsets: dict, generation: int = -1, member_id: str = "", version: int = 8,
-                 group: str = GROUP) -> dict:
+async def commit(
+    client, offsets: dict, generation: int = -1, member_id: str = "", version: int = 8, group: str = GROUP
+) -> dict:
     body = {
         "group_id": group,
         "generation_id_or_member_epoch": generation,

@@ -32,8 +32,11 @@ async def test_existing_partitions_need_no_election(client, version: int, electi
     response = await client.request(ApiKey.ELECT_LEADERS, version, body)
     assert response.error_code == ErrorCode.NONE
     assert _elected(response) == {
-        "led": [(0, *NOT_NEEDED), (1, *NOT_NEEDED),
-                (2, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such partition as led-2")],
+        "led": [
+            (0, *NOT_NEEDED),
+            (1, *NOT_NEEDED),
+            (2, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such partition as led-2"),
+        ],
         "nowhere": [(0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such topic as nowhere")],
     }
 
@@ -53,8 +56,10 @@ async def test_unknown_election_type_is_invalid_request(client) -> None:
     response = await client.request(ApiKey.ELECT_LEADERS, 2, _elect_body({"typed": [0], "nowhere": [3]}, 2))
     message = "Unknown election type 2"
     assert response.error_code == ErrorCode.INVALID_REQUEST
-    assert _elected(response) == {"typed": [(0, ErrorCode.INVALID_REQUEST, message)],
-                                  "nowhere": [(3, ErrorCode.INVALID_REQUEST, message)]}
+    assert _elected(response) == {
+        "typed": [(0, ErrorCode.INVALID_REQUEST, message)],
+        "nowhere": [(3, ErrorCode.INVALID_REQUEST, message)],
+    }
     every = await client.request(ApiKey.ELECT_LEADERS, 1, _elect_body(None, -1))
     assert (every.error_code, _elected(every)) == (ErrorCode.INVALID_REQUEST, {})
     empty = await client.request(ApiKey.ELECT_LEADERS, 1, _elect_body({}, 7))  # answered before the type is read
@@ -78,19 +83,23 @@ async def _alter(client, partitions: list[tuple[str, int, list[int] | None]]):
 
 async def test_reassignment_answers(client) -> None:
     await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("moved", partitions=2))
-    response = await _alter(client, [
-        ("moved", 0, [NODE]),             # the current replica set: nothing to do
-        ("moved", 1, [2]),                # not a registered broker
-        ("moved", 0, [3, NODE, 2]),       # checked in ascending order: 2 first
-        ("moved", 1, [NODE, NODE]),
-        ("moved", 0, []),
-        ("moved", 1, None),               # cancel: nothing in progress
-        ("moved", 2, [NODE]),
-        ("gone", 0, [NODE]),
-    ])
+    response = await _alter(
+        client,
+        [
+            ("moved", 0, [NODE]),  # the current replica set: nothing to do
+            ("moved", 1, [2]),  # not a registered broker
+            ("moved", 0, [3, NODE, 2]),  # checked in ascending order: 2 first
+            ("moved", 1, [NODE, NODE]),
+            ("moved", 0, []),
+            ("moved", 1, None),  # cancel: nothing in progress
+            ("moved", 2, [NODE]),
+            ("gone", 0, [NODE]),
+        ],
+    )
     assert (response.error_code, response.error_message) == (ErrorCode.NONE, None)
-    answers = [(r.name, p.partition_index, p.error_code, p.error_message) for r in response.responses
-               for p in r.partitions]
+    answers = [
+        (r.name, p.partition_index, p.error_code, p.error_message) for r in response.responses for p in r.partitions
+    ]
     invalid = ErrorCode.INVALID_REPLICA_ASSIGNMENT
     assert answers == [
         ("moved", 0, ErrorCode.NONE, None),

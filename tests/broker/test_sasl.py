@@ -26,8 +26,12 @@ GENERIC_PLAIN_FAILURE = (
     "Authentication failed during authentication due to invalid credentials with SASL mechanism PLAIN"
 )
 SASL = "SASL_PLAINTEXT"
-METADATA_V9 = {"topics": [], "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
-               "include_topic_authorized_operations": False}
+METADATA_V9 = {
+    "topics": [],
+    "allow_auto_topic_creation": False,
+    "include_cluster_authorized_operations": False,
+    "include_topic_authorized_operations": False,
+}
 
 
 @pytest.fixture
@@ -96,8 +100,9 @@ async def test_authenticate_before_handshake_closes_the_connection(sasl_broker) 
 
 async def test_a_second_api_versions_closes_the_connection(sasl_broker) -> None:
     client = await sasl_broker.connect(SASL)
-    versions = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
-                                                             "client_software_version": "1"})
+    versions = await client.request(
+        ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
     keys = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
     assert keys[ApiKey.SASL_HANDSHAKE] == (0, 1) and keys[ApiKey.SASL_AUTHENTICATE] == (0, 2)
     await client.send(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
@@ -229,6 +234,7 @@ async def test_garbage_during_authentication_closes_cleanly(sasl_broker) -> None
         assert await client.is_closed_by_peer()
     client = await sasl_broker.connect(SASL)  # the broker still serves
     assert (await _plain_login(client)).error_code == ErrorCode.NONE
-    response = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
-                                                             "client_software_version": "1"})
+    response = await client.request(
+        ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
     assert response.error_code == ErrorCode.NONE

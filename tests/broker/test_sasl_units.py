@@ -125,10 +125,18 @@ def test_alter_then_describe_and_reload(tmp_path: Path) -> None:
     store.alter([], [_upsert("alice", SHA512, 16384)])
     described = _store(tmp_path).describe(None)  # a new store reads what the old one wrote
     assert described == [
-        {"user": "alice", "error_code": 0, "error_message": None,
-         "credential_infos": [{"mechanism": SHA256, "iterations": 4096}, {"mechanism": SHA512, "iterations": 16384}]},
-        {"user": "bob", "error_code": 0, "error_message": None,
-         "credential_infos": [{"mechanism": SHA512, "iterations": 8192}]},
+        {
+            "user": "alice",
+            "error_code": 0,
+            "error_message": None,
+            "credential_infos": [{"mechanism": SHA256, "iterations": 4096}, {"mechanism": SHA512, "iterations": 16384}],
+        },
+        {
+            "user": "bob",
+            "error_code": 0,
+            "error_message": None,
+            "credential_infos": [{"mechanism": SHA512, "iterations": 8192}],
+        },
     ]
     text = (tmp_path / "scram-credentials.json").read_text()
     assert "pw" not in json.dumps(json.loads(text)["users"]["alice"]).replace("salt", "")
@@ -176,8 +184,11 @@ def test_describe_rules_follow_kafka(tmp_path: Path) -> None:
     store.alter([], [_upsert("alice")])
     results = store.describe(["alice", "nobody", "alice"])
     assert [(r["user"], r["error_code"], r["error_message"]) for r in results] == [
-        ("alice", ErrorCode.DUPLICATE_RESOURCE,
-         "Cannot describe SCRAM credentials for the same user twice in a single request: alice"),
+        (
+            "alice",
+            ErrorCode.DUPLICATE_RESOURCE,
+            "Cannot describe SCRAM credentials for the same user twice in a single request: alice",
+        ),
         ("nobody", ErrorCode.RESOURCE_NOT_FOUND, "Attempt to describe a user credential that does not exist: nobody"),
     ]
 
@@ -191,11 +202,19 @@ def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
 
 def test_add_scram_command_specs(tmp_path: Path) -> None:
     spec = parse_spec("SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]")
-    assert (spec.mechanism, spec.name, spec.password, spec.iterations) == ("SCRAM-SHA-512", "alice", "alice-secret",
-                                                                          8192)
+    assert (spec.mechanism, spec.name, spec.password, spec.iterations) == (
+        "SCRAM-SHA-512",
+        "alice",
+        "alice-secret",
+        8192,
+    )
     assert "alice-secret" not in repr(spec)
-    for bad in ("SCRAM-SHA-1=[name=a,password=b]", "SCRAM-SHA-256=[name=a]", "SCRAM-SHA-256=[name=a,password=b,"
-                "iterations=100]", "alice:secret"):
+    for bad in (
+        "SCRAM-SHA-1=[name=a,password=b]",
+        "SCRAM-SHA-256=[name=a]",
+        "SCRAM-SHA-256=[name=a,password=b,iterations=100]",
+        "alice:secret",
+    ):
         with pytest.raises(ValueError) as error:
             parse_spec(bad)
         assert "secret" not in str(error.value) or bad == "alice:secret"
@@ -213,8 +232,12 @@ def test_jaas_parsing() -> None:
     )
     assert entry.login_module == "org.apache.kafka.common.security.plain.PlainLoginModule"
     assert entry.flag == "required"
-    assert entry.options == {"username": "admin", "password": 'a "quoted" ; secret', "user_admin": "plain-word",
-                             "user_bob": ""}
+    assert entry.options == {
+        "username": "admin",
+        "password": 'a "quoted" ; secret',
+        "user_admin": "plain-word",
+        "user_bob": "",
+    }
     assert "secret" not in repr(entry)
     for bad in (
         "Module required",  # no ';'
@@ -239,12 +262,13 @@ def test_listener_parsing() -> None:
     ]
     assert parse_listeners("127.0.0.1:9092", protocols) == [Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092)]
     advertised = parse_advertised("CLIENT://kafka.example:19093,host-a:1", listeners)
-    assert advertised == {"CLIENT": Endpoint("kafka.example", 19093, "CLIENT"),
-                          "PLAINTEXT": Endpoint("host-a", 1, "PLAINTEXT")}
+    assert advertised == {
+        "CLIENT": Endpoint("kafka.example", 19093, "CLIENT"),
+        "PLAINTEXT": Endpoint("host-a", 1, "PLAINTEXT"),
+    }
     tls = parse_listeners("SSL://h:1,SASL_SSL://h:2", {"SSL": "SSL", "SASL_SSL": "SASL_SSL"})
     assert [(lst.uses_tls, lst.uses_sasl) for lst in tls] == [(True, False), (True, True)]
-    for text in ("A://h:1", "PLAINTEXT://h:1,PLAINTEXT://h:2", "PLAINTEXT://h:1,CLIENT://h:1", "",
-                 "PLAINTEXT://h"):
+    for text in ("A://h:1", "PLAINTEXT://h:1,PLAINTEXT://h:2", "PLAINTEXT://h:1,CLIENT://h:1", "", "PLAINTEXT://h"):
         with pytest.raises((ConfigError, ValueError)):
             parse_listeners(text, {**protocols, "SSL": "SSL"})
     for text in ("OTHER://h:1", "CLIENT://0.0.0.0:1", "CLIENT://a:1,CLIENT://b:2"):
@@ -265,17 +289,25 @@ def test_sasl_start_up_checks(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"plain\.sasl\.jaas\.config is not set"):
         _node(tmp_path, **sasl, **{"sasl.enabled.mechanisms": "PLAIN"})
     with pytest.raises(ConfigError, match="does not serve PLAIN"):
-        _node(tmp_path, **sasl, **{
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS.replace("plain.Plain", "scram.Scram"),
-        })
+        _node(
+            tmp_path,
+            **sasl,
+            **{
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS.replace("plain.Plain", "scram.Scram"),
+            },
+        )
     with pytest.raises(ConfigError, match="unknown property"):
         _node(tmp_path, **{"listener.name.sasl_plaintext.connections.max.reauth.ms": "0"})
-    node = _node(tmp_path, listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", **{
-        "sasl.enabled.mechanisms": "GSSAPI",  # overridden for the one SASL listener
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "scram-sha-512,PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-    })
+    node = _node(
+        tmp_path,
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        **{
+            "sasl.enabled.mechanisms": "GSSAPI",  # overridden for the one SASL listener
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "scram-sha-512,PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        },
+    )
     assert node.sasl["SASL_PLAINTEXT"].mechanisms == ("SCRAM-SHA-512", "PLAIN")
     assert node.sasl["SASL_PLAINTEXT"].plain_passwords == {"alice": "alice-secret"}
     assert "alice-secret" not in repr(node.sasl["SASL_PLAINTEXT"])
@@ -292,8 +324,15 @@ def test_the_old_listen_and_advertise_flags_still_work(tmp_path: Path) -> None:
     assert node.listeners == [Listener("PLAINTEXT", "PLAINTEXT", "0.0.0.0", 0)]
     assert node.advertised_for("PLAINTEXT") == Endpoint("localhost", 9999, "PLAINTEXT")
     args = build_parser().parse_args(
-        ["broker", "--data-dir", str(tmp_path), "--listen", "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-         "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"]
+        [
+            "broker",
+            "--data-dir",
+            str(tmp_path),
+            "--listen",
+            "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+            "--set",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        ]
     )
     node = BrokerNode(resolve_config(args))
     assert [listener.name for listener in node.listeners] == ["PLAINTEXT", "INTERNAL"]

@@ -226,16 +226,20 @@ async def test_admin_lists_and_describes_transactions_and_producers(client) -> N
     pid, epoch = await _init_ok(client)
     await _add(client, pid, epoch, [("adm", 0)])
     await _produce_txn(client, "adm", 0, [b"a"], pid, epoch, 0)
-    listed = await client.request(ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": ["Ongoing", "Bogus"],
-                                                                "producer_id_filters": [], "duration_filter": -1})
+    listed = await client.request(
+        ApiKey.LIST_TRANSACTIONS,
+        1,
+        {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [], "duration_filter": -1},
+    )
     assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [(TXN, "Ongoing")]
     assert list(listed.unknown_state_filters) == ["Bogus"]
     described = await client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TXN, "missing"]})
     ours, missing = described.transaction_states
     assert (ours.transaction_state, ours.producer_id, [t.topic for t in ours.topics]) == ("Ongoing", pid, ["adm"])
     assert missing.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-    producers = await client.request(ApiKey.DESCRIBE_PRODUCERS, 0,
-                                     {"topics": [{"name": "adm", "partition_indexes": [0]}]})
+    producers = await client.request(
+        ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "adm", "partition_indexes": [0]}]}
+    )
     [active] = producers.topics[0].partitions[0].active_producers
     assert (active.producer_id, active.current_txn_start_offset) == (pid, 0)
 
@@ -250,8 +254,17 @@ async def test_hanging_transaction_is_cleared_by_an_abort_marker(broker, client)
         while (await _fetch(client, "hang", 0, 0)).high_watermark < 1:
             await trio.sleep(0.02)
     assert (await _fetch(client, "hang", 0, READ_COMMITTED)).last_stable_offset == 0
-    body = {"markers": [{"producer_id": 777, "producer_epoch": 3, "transaction_result": False,
-                         "topics": [{"name": "hang", "partition_indexes": [0]}], "coordinator_epoch": 0}]}
+    body = {
+        "markers": [
+            {
+                "producer_id": 777,
+                "producer_epoch": 3,
+                "transaction_result": False,
+                "topics": [{"name": "hang", "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
+            }
+        ]
+    }
     response = await client.request(ApiKey.WRITE_TXN_MARKERS, 1, body)
     assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.NONE
     read = await _fetch(client, "hang", 0, READ_COMMITTED)

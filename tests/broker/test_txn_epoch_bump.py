@@ -133,8 +133,17 @@ async def test_bumped_state_survives_a_restart(start_broker, tmp_path: Path) -> 
 def test_prepared_overflow_round_trips_through_value_v1() -> None:
     """A transaction prepared with an overflowing bump keeps its next producer id across a restart."""
     prepared = TransactionMetadata(
-        TXN, 7, EXHAUSTED_EPOCH + 1, 60000, TxnState.PREPARE_COMMIT, frozenset({("t", 0), ("t", 3)}), 5, 9,
-        last_producer_epoch=EXHAUSTED_EPOCH, client_transaction_version=TV_2, next_producer_id=8,
+        TXN,
+        7,
+        EXHAUSTED_EPOCH + 1,
+        60000,
+        TxnState.PREPARE_COMMIT,
+        frozenset({("t", 0), ("t", 3)}),
+        5,
+        9,
+        last_producer_epoch=EXHAUSTED_EPOCH,
+        client_transaction_version=TV_2,
+        next_producer_id=8,
     )
     assert log_value_version(prepared) == 1
     encoded = encode_txn_log_value(to_log_value(prepared), version=log_value_version(prepared))

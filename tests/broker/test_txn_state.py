@@ -8,18 +8,32 @@ import pytest
 from oncelog.broker.txn.metadata import IllegalTransitionError, TransactionMetadata, TxnState
 
 E, ON, PC, PA, CC, CA, D, PF = (
-    TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-    TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
+    TxnState.EMPTY,
+    TxnState.ONGOING,
+    TxnState.PREPARE_COMMIT,
+    TxnState.PREPARE_ABORT,
+    TxnState.COMPLETE_COMMIT,
+    TxnState.COMPLETE_ABORT,
+    TxnState.DEAD,
+    TxnState.PREPARE_EPOCH_FENCE,
 )
 # Kafka's TransactionState: every legal (from, to) pair, written out independently of the implementation.
 LEGAL = {
-    (E, E), (CC, E), (CA, E),
-    (ON, ON), (E, ON), (CC, ON), (CA, ON),
+    (E, E),
+    (CC, E),
+    (CA, E),
+    (ON, ON),
+    (E, ON),
+    (CC, ON),
+    (CA, ON),
     (ON, PC),
-    (ON, PA), (PF, PA),
+    (ON, PA),
+    (PF, PA),
     (PC, CC),
     (PA, CA),
-    (E, D), (CC, D), (CA, D),
+    (E, D),
+    (CC, D),
+    (CA, D),
     (ON, PF),
 }
 

@@ -37,11 +37,14 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def client_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for every client test (transaction timeouts checked every 200 ms, 3 partitions default)."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("client-broker") / "data", settings={
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": CLEANUP_INTERVAL_MS,
-        "num.partitions": 3,
-        "group.initial.rebalance.delay.ms": 0,  # Kafka default 3000; no member is waited for in these tests
-    })
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("client-broker") / "data",
+        settings={
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": CLEANUP_INTERVAL_MS,
+            "num.partitions": 3,
+            "group.initial.rebalance.delay.ms": 0,  # Kafka default 3000; no member is waited for in these tests
+        },
+    )
     try:
         proc.start()
         yield proc

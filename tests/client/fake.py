@@ -24,10 +24,25 @@ HOST, PORT = "fake", 1
 def metadata_response(topics: Mapping[str, int]) -> dict[str, Any]:
     return {
         "brokers": [{"node_id": NODE, "host": HOST, "port": PORT}],
-        "cluster_id": "fake", "controller_id": NODE,
-        "topics": [{"error_code": 0, "name": name, "partitions": [
-            {"error_code": 0, "partition_index": p, "leader_id": NODE, "replica_nodes": [NODE], "isr_nodes": [NODE]}
-            for p in range(n)]} for name, n in topics.items()],
+        "cluster_id": "fake",
+        "controller_id": NODE,
+        "topics": [
+            {
+                "error_code": 0,
+                "name": name,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition_index": p,
+                        "leader_id": NODE,
+                        "replica_nodes": [NODE],
+                        "isr_nodes": [NODE],
+                    }
+                    for p in range(n)
+                ],
+            }
+            for name, n in topics.items()
+        ],
     }
 
 
@@ -44,8 +59,7 @@ class FakeConnection(BrokerConnection):
     def connected(self) -> bool:
         return self._open
 
-    async def submit(self, key: ApiKey, version: int, body: Mapping[str, Any], *,
-                     expect_response: bool = True) -> Any:
+    async def submit(self, key: ApiKey, version: int, body: Mapping[str, Any], *, expect_response: bool = True) -> Any:
         self.requests.append((key, dict(body)))
         answer = self.handler(key, version, body)
         if not expect_response:

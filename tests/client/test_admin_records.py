@@ -79,8 +79,7 @@ async def test_delete_group_offsets(bootstrap_servers: str, new_topic: Callable[
 
 
 @pytest.mark.anyio
-async def test_delete_group_offsets_of_subscribed_topic(bootstrap_servers: str,
-                                                        new_topic: Callable[..., str]) -> None:
+async def test_delete_group_offsets_of_subscribed_topic(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic, other = new_topic("offdel-sub", 1), new_topic("offdel-unsub", 1)
     group = fresh_name("offdel-active")
     async with Consumer(bootstrap_servers, group_id=group, heartbeat_interval_ms=50) as c:
@@ -94,8 +93,7 @@ async def test_delete_group_offsets_of_subscribed_topic(bootstrap_servers: str,
                 await admin.delete_group_offsets(group, [T(topic, 0), T(other, 0)])
             assert info.value.code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             # Only the subscribed topic's offset is kept.
-            assert await c.committed_many([T(topic, 0), T(other, 0)]) == {T(topic, 0): (0, "", -1),
-                                                                           T(other, 0): None}
+            assert await c.committed_many([T(topic, 0), T(other, 0)]) == {T(topic, 0): (0, "", -1), T(other, 0): None}
             with pytest.raises(BrokerResponseError) as info:
                 await admin.delete_group_offsets(fresh_name("no-such-group"), [T(topic, 0)])
             assert info.value.code == ErrorCode.GROUP_ID_NOT_FOUND

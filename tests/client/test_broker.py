@@ -27,8 +27,15 @@ from oncelog.protocol import ErrorCode
 pytestmark = pytest.mark.anyio
 
 
-async def consume_all(bootstrap: str, topic: str, partitions: int, *, isolation: str = "read_uncommitted",
-                      expect: int | None = None, timeout_s: float = 5.0) -> list[ConsumerRecord]:
+async def consume_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    isolation: str = "read_uncommitted",
+    expect: int | None = None,
+    timeout_s: float = 5.0,
+) -> list[ConsumerRecord]:
     """Every record of ``topic`` from the beginning (until ``expect`` records or an idle fetch)."""
     out: list[ConsumerRecord] = []
     async with Consumer(bootstrap, isolation_level=isolation, auto_offset_reset="earliest") as c:
@@ -42,10 +49,24 @@ async def consume_all(bootstrap: str, topic: str, partitions: int, *, isolation:
     return sorted(out, key=lambda r: (r.partition, r.offset))
 
 
-def ck_consume(bootstrap: str, topic: str, partitions: int, expect: int, *, isolation: str = "read_committed",
-               timeout_s: float = 10.0) -> list:
-    c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": f"ck-{topic}", "isolation.level": isolation,
-                    "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+def ck_consume(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expect: int,
+    *,
+    isolation: str = "read_committed",
+    timeout_s: float = 10.0,
+) -> list:
+    c = CKConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"ck-{topic}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         c.assign([CKTopicPartition(topic, p, 0) for p in range(partitions)])
         got = []
@@ -69,17 +90,24 @@ async def test_round_trip_keys_headers_compression(bootstrap_servers: str, new_t
     sent = []
     for codec in ("gzip", "snappy", "lz4", "zstd", None):
         async with Producer(bootstrap_servers, compression_type=codec, linger_ms=2) as p:
-            futs = [await p.send(topic, f"{codec}-{i}".encode(), key=f"k{i}".encode(), partition=i % 2,
-                                 headers=[("h", b"x"), ("n", None)], timestamp_ms=1_700_000_000_000 + i)
-                    for i in range(50)]
+            futs = [
+                await p.send(
+                    topic,
+                    f"{codec}-{i}".encode(),
+                    key=f"k{i}".encode(),
+                    partition=i % 2,
+                    headers=[("h", b"x"), ("n", None)],
+                    timestamp_ms=1_700_000_000_000 + i,
+                )
+                for i in range(50)
+            ]
             sent += [await f for f in futs]
     records = await consume_all(bootstrap_servers, topic, 2, expect=250)
     assert len(records) == 250
     by_pos = {(r.partition, r.offset): r for r in records}
     assert len({(m.partition, m.offset) for m in sent}) == 250
     r = by_pos[(sent[0].partition, sent[0].offset)]
-    assert (r.key, r.value, r.headers, r.timestamp) == (b"k0", b"gzip-0", [("h", b"x"), ("n", None)],
-                                                          1_700_000_000_000)
+    assert (r.key, r.value, r.headers, r.timestamp) == (b"k0", b"gzip-0", [("h", b"x"), ("n", None)], 1_700_000_000_000)
     for partition in (0, 1):
         offsets = [r.offset for r in records if r.partition == partition]
         assert offsets == list(range(125))
@@ -114,8 +142,9 @@ async def test_seek_position_and_max_records(bootstrap_servers: str, new_topic: 
             assert await c.getmany(timeout_ms=100) == {}
 
 
-async def test_transactions_commit_and_abort_read_committed(bootstrap_servers: str,
-                                                           new_topic: Callable[..., str]) -> None:
+async def test_transactions_commit_and_abort_read_committed(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
     topic = new_topic("txn", 3)
     async with Producer(bootstrap_servers, transactional_id=f"tid-{topic}", compression_type="lz4") as p:
         await p.init_transactions()
@@ -140,8 +169,7 @@ async def test_transactions_commit_and_abort_read_committed(bootstrap_servers: s
     assert sorted(m.value() for m in ck) == sorted(r.value for r in committed)
 
 
-async def test_every_transaction_ends_with_a_new_epoch(bootstrap_servers: str,
-                                                       new_topic: Callable[..., str]) -> None:
+async def test_every_transaction_ends_with_a_new_epoch(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     """EndTxn v5 (KIP-890 part 2): the producer adopts the bumped epoch and restarts its sequences at 0."""
     topic = new_topic("bump", 1)
     async with Producer(bootstrap_servers, transactional_id=f"tid-{topic}") as p:
@@ -206,14 +234,23 @@ async def test_transaction_timeout_aborts_and_fences(bootstrap_servers: str, new
     assert desc.state in ("CompleteAbort", "PrepareAbort")
 
 
-async def test_confluent_reads_our_records_field_by_field(bootstrap_servers: str,
-                                                          new_topic: Callable[..., str]) -> None:
+async def test_confluent_reads_our_records_field_by_field(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
     topic = new_topic("ck-read", 3)
     async with Producer(bootstrap_servers, transactional_id=f"tid-{topic}", compression_type="zstd") as p:
         await p.init_transactions()
         await p.begin_transaction()
-        futs = [await p.send(topic, f"value-{i}", key=f"key-{i}", headers=[("idx", str(i).encode())],
-                             timestamp_ms=1_600_000_000_000 + i) for i in range(30)]
+        futs = [
+            await p.send(
+                topic,
+                f"value-{i}",
+                key=f"key-{i}",
+                headers=[("idx", str(i).encode())],
+                timestamp_ms=1_600_000_000_000 + i,
+            )
+            for i in range(30)
+        ]
         await p.commit_transaction()
         meta = [await f for f in futs]
     msgs = await anyio.to_thread.run_sync(ck_consume, bootstrap_servers, topic, 3, 30)
@@ -228,8 +265,9 @@ async def test_confluent_reads_our_records_field_by_field(bootstrap_servers: str
         assert md.partition == partition_for_key(f"key-{i}".encode(), 3)
 
 
-async def test_same_partition_as_confluent_murmur2_random(bootstrap_servers: str,
-                                                          new_topic: Callable[..., str]) -> None:
+async def test_same_partition_as_confluent_murmur2_random(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
     topic = new_topic("part", 7)
     keys = [f"user-{i}".encode() for i in range(60)] + [b"", b"\xff\x00", "ключ".encode()]
 
@@ -251,14 +289,21 @@ async def test_we_read_what_confluent_writes(bootstrap_servers: str, new_topic: 
     topic = new_topic("ck-write", 2)
 
     def write() -> None:
-        ck = CKProducer({"bootstrap.servers": bootstrap_servers, "transactional.id": f"ck-{topic}",
-                         "compression.type": "gzip"})
+        ck = CKProducer(
+            {"bootstrap.servers": bootstrap_servers, "transactional.id": f"ck-{topic}", "compression.type": "gzip"}
+        )
         ck.init_transactions(10)
         for commit in (True, False):
             ck.begin_transaction()
             for i in range(10):
-                ck.produce(topic, f"{commit}-{i}".encode(), key=f"k{i}".encode(), partition=i % 2,
-                           headers=[("c", b"1")], timestamp=1_650_000_000_000 + i)
+                ck.produce(
+                    topic,
+                    f"{commit}-{i}".encode(),
+                    key=f"k{i}".encode(),
+                    partition=i % 2,
+                    headers=[("c", b"1")],
+                    timestamp=1_650_000_000_000 + i,
+                )
             ck.flush(10)
             (ck.commit_transaction if commit else ck.abort_transaction)(10)
 
@@ -321,15 +366,19 @@ async def test_admin_incremental_alter_configs(bootstrap_servers: str) -> None:
     async with Admin(bootstrap_servers) as admin:
         await admin.create_topic(topic, 1)
         await admin.incremental_alter_configs(
-            "topic", topic, [("retention.ms", "set", "60000"), ("cleanup.policy", "append", "compact")])
+            "topic", topic, [("retention.ms", "set", "60000"), ("cleanup.policy", "append", "compact")]
+        )
         keys = ["retention.ms", "cleanup.policy"]
         assert await admin.describe_configs("topic", topic, keys) == {
-            "retention.ms": "60000", "cleanup.policy": "delete,compact"}
+            "retention.ms": "60000",
+            "cleanup.policy": "delete,compact",
+        }
         await admin.incremental_alter_configs("topic", topic, [("retention.ms", "delete", None)])
-        await admin.incremental_alter_configs("topic", topic, [("cleanup.policy", "set", "delete")],
-                                              validate_only=True)
+        await admin.incremental_alter_configs("topic", topic, [("cleanup.policy", "set", "delete")], validate_only=True)
         assert await admin.describe_configs("topic", topic, keys) == {
-            "retention.ms": "604800000", "cleanup.policy": "delete,compact"}
+            "retention.ms": "604800000",
+            "cleanup.policy": "delete,compact",
+        }
         with pytest.raises(KafkaError) as info:
             await admin.incremental_alter_configs("topic", topic, [("retention.ms", "append", "1")])
         assert info.value.code == ErrorCode.INVALID_CONFIG

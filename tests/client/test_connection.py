@@ -21,8 +21,12 @@ BROKER_RANGES = {ApiKey.API_VERSIONS: (0, 2), ApiKey.METADATA: (0, 5), ApiKey.PR
 
 
 def api_versions_body(error: int = 0) -> dict:
-    return {"error_code": error, "api_keys": [{"api_key": int(k), "min_version": lo, "max_version": hi}
-                                              for k, (lo, hi) in BROKER_RANGES.items()]}
+    return {
+        "error_code": error,
+        "api_keys": [
+            {"api_key": int(k), "min_version": lo, "max_version": hi} for k, (lo, hi) in BROKER_RANGES.items()
+        ],
+    }
 
 
 async def read_frame(rx: BufferedByteReceiveStream) -> tuple[RequestHeader, bytes]:
@@ -53,8 +57,13 @@ class Script:
             self.seen_versions.append((header.api_key, header.api_version))
             assert header.api_version == 3
             # KIP-511: an unsupported ApiVersions version is answered as v0 with UNSUPPORTED_VERSION.
-            await send(stream, encode_response(RequestHeader(18, 0, header.correlation_id, None, 0),
-                                               api_versions_body(ErrorCode.UNSUPPORTED_VERSION)))
+            await send(
+                stream,
+                encode_response(
+                    RequestHeader(18, 0, header.correlation_id, None, 0),
+                    api_versions_body(ErrorCode.UNSUPPORTED_VERSION),
+                ),
+            )
             header, _ = await read_frame(rx)
             self.seen_versions.append((header.api_key, header.api_version))
             await send(stream, encode_response(header, api_versions_body()))

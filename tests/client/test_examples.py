@@ -15,8 +15,12 @@ def test_examples_produce_then_process(bootstrap_servers: str) -> None:
     orders, invoices = fresh_name("orders"), fresh_name("invoices")
 
     def run(script: str, *args: str) -> str:
-        proc = subprocess.run([sys.executable, str(EXAMPLES / script), "--bootstrap", bootstrap_servers, *args],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, str(EXAMPLES / script), "--bootstrap", bootstrap_servers, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 

@@ -84,9 +84,12 @@ async def test_send_offsets_to_transaction(bootstrap_servers: str, new_topic: Ca
     group = fresh_name("eos")
     await _fill(bootstrap_servers, src, 2, 10)
     tp0 = T(src, 0)
-    async with Consumer(bootstrap_servers, group_id=group, isolation_level="read_committed",
-                        auto_offset_reset="earliest") as c, \
-            Producer(bootstrap_servers, transactional_id=f"tid-{group}") as p:
+    async with (
+        Consumer(
+            bootstrap_servers, group_id=group, isolation_level="read_committed", auto_offset_reset="earliest"
+        ) as c,
+        Producer(bootstrap_servers, transactional_id=f"tid-{group}") as p,
+    ):
         c.assign([tp0])
         await p.init_transactions()
         await p.begin_transaction()
@@ -111,11 +114,20 @@ async def test_copy_topic_exactly_once(bootstrap_servers: str, new_topic: Callab
     def upper(record: ConsumerRecord) -> bytes | None:
         return record.value.upper() if int(record.value[1:]) % 3 else None
 
-    read, written = await copy_topic(bootstrap_servers, src, dst, transactional_id=f"tid-{group}", group_id=group,
-                                     transform=upper, batch=7, idle_timeout_ms=300)
+    read, written = await copy_topic(
+        bootstrap_servers,
+        src,
+        dst,
+        transactional_id=f"tid-{group}",
+        group_id=group,
+        transform=upper,
+        batch=7,
+        idle_timeout_ms=300,
+    )
     assert (read, written) == (30, 20)
-    again = await copy_topic(bootstrap_servers, src, dst, transactional_id=f"tid-{group}", group_id=group,
-                             idle_timeout_ms=300)
+    again = await copy_topic(
+        bootstrap_servers, src, dst, transactional_id=f"tid-{group}", group_id=group, idle_timeout_ms=300
+    )
     assert again == (0, 0)  # the committed group offsets say everything was copied
     async with Consumer(bootstrap_servers, isolation_level="read_committed", auto_offset_reset="earliest") as c:
         c.assign([T(dst, 0), T(dst, 1)])

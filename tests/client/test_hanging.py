@@ -73,8 +73,14 @@ def test_hanging_transaction_listed_blocks_lso_and_is_aborted(own_broker: Broker
     assert f"tid-{topic}" not in out  # the coordinator has forgotten it
     [line] = hanging_lines(out)
     fields = line.split("\t")
-    assert fields[:6] == ["hanging", f"{topic}-1", f"producer_id={pid}", f"producer_epoch={epoch}",
-                          "coordinator_epoch=-1", "start_offset=1"]
+    assert fields[:6] == [
+        "hanging",
+        f"{topic}-1",
+        f"producer_id={pid}",
+        f"producer_epoch={epoch}",
+        "coordinator_epoch=-1",
+        "start_offset=1",
+    ]
     assert fields[6].startswith("last_timestamp=") and int(fields[6].split("=")[1]) > 0
     assert cli("txn", "list", "--hanging", *b) == (0, line + "\n")
     assert cli("txn", "list", "--hanging", "--topic", topic, *b) == (0, line + "\n")
@@ -85,8 +91,18 @@ def test_hanging_transaction_listed_blocks_lso_and_is_aborted(own_broker: Broker
         [h] = admin.find_hanging_transactions()
         assert (h.topic_partition, h.producer_id, h.current_txn_start_offset) == (TopicPartition(topic, 1), pid, 1)
 
-    read_committed = ("consume", topic, "--partition", "1", "--from-beginning", "--isolation", "read_committed",
-                      "--idle-timeout-ms", "300", *b)
+    read_committed = (
+        "consume",
+        topic,
+        "--partition",
+        "1",
+        "--from-beginning",
+        "--isolation",
+        "read_committed",
+        "--idle-timeout-ms",
+        "300",
+        *b,
+    )
     assert cli(*read_committed) == (0, "before\n")  # the LSO is stuck at the hanging transaction's start
 
     pid_from_line = fields[2].split("=")[1]
@@ -96,8 +112,9 @@ def test_hanging_transaction_listed_blocks_lso_and_is_aborted(own_broker: Broker
     assert cli(*read_committed) == (0, "before\nafter\n")
 
 
-def test_ongoing_and_committed_transactions_are_not_hanging(bootstrap_servers: str,
-                                                            new_topic: Callable[..., str]) -> None:
+def test_ongoing_and_committed_transactions_are_not_hanging(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
     topic = new_topic("not-hang", 1)
     tp = TopicPartition(topic, 0)
     with sync.Producer(bootstrap_servers, transactional_id=f"done-{topic}") as done:
@@ -105,8 +122,10 @@ def test_ongoing_and_committed_transactions_are_not_hanging(bootstrap_servers: s
         done.begin_transaction()
         done.send(topic, b"committed", partition=0)
         done.commit_transaction()
-    with sync.Producer(bootstrap_servers, transactional_id=f"open-{topic}") as ongoing, \
-            sync.Admin(bootstrap_servers) as admin:
+    with (
+        sync.Producer(bootstrap_servers, transactional_id=f"open-{topic}") as ongoing,
+        sync.Admin(bootstrap_servers) as admin,
+    ):
         ongoing.init_transactions()
         ongoing.begin_transaction()
         ongoing.send(topic, b"open", partition=0)
@@ -122,14 +141,18 @@ def test_ongoing_and_committed_transactions_are_not_hanging(bootstrap_servers: s
 
 
 @pytest.mark.anyio
-async def test_transaction_ending_between_the_looks_is_not_reported(bootstrap_servers: str,
-                                                                   new_topic: Callable[..., str]) -> None:
+async def test_transaction_ending_between_the_looks_is_not_reported(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
     """The transaction commits after the first DescribeProducers: the coordinator then calls it CompleteCommit
     (a candidate), but the second DescribeProducers shows it closed, so nothing is reported."""
     topic = new_topic("race", 1)
     tp = TopicPartition(topic, 0)
-    async with Producer(bootstrap_servers, transactional_id=f"race-{topic}") as producer, \
-            Admin(bootstrap_servers) as admin, Admin(bootstrap_servers) as watcher:
+    async with (
+        Producer(bootstrap_servers, transactional_id=f"race-{topic}") as producer,
+        Admin(bootstrap_servers) as admin,
+        Admin(bootstrap_servers) as watcher,
+    ):
         await producer.init_transactions()
         await producer.begin_transaction()
         await producer.send(topic, b"x", partition=0)

@@ -46,8 +46,12 @@ class Broker:
         if key == ApiKey.METADATA:
             return metadata_response({TOPIC: 2})
         if key == ApiKey.FIND_COORDINATOR:
-            return {"coordinators": [{"key": k, "node_id": NODE, "host": "fake", "port": 1, "error_code": 0}
-                                     for k in body["coordinator_keys"]]}
+            return {
+                "coordinators": [
+                    {"key": k, "node_id": NODE, "host": "fake", "port": 1, "error_code": 0}
+                    for k in body["coordinator_keys"]
+                ]
+            }
         if key == ApiKey.INIT_PRODUCER_ID:
             self.init_requests.append(dict(body))
             code = self.next_error(key)
@@ -56,10 +60,17 @@ class Broker:
             return {"error_code": code, "producer_id": PID, "producer_epoch": self.epoch}
         if key == ApiKey.ADD_PARTITIONS_TO_TXN:
             code = self.next_error(key)
-            return {"results_by_topic_v3_and_below": [
-                {"name": t["name"], "results_by_partition": [
-                    {"partition_index": p, "partition_error_code": code} for p in t["partitions"]]}
-                for t in body["v3_and_below_topics"]]}
+            return {
+                "results_by_topic_v3_and_below": [
+                    {
+                        "name": t["name"],
+                        "results_by_partition": [
+                            {"partition_index": p, "partition_error_code": code} for p in t["partitions"]
+                        ],
+                    }
+                    for t in body["v3_and_below_topics"]
+                ]
+            }
         if key == ApiKey.END_TXN:
             code = self.next_error(key)
             if not code:
@@ -73,10 +84,12 @@ class Broker:
                     code = self.next_error(key)
                     for header, records in iter_batches(p["records"]):
                         if not code:
-                            self.produced.append((p["index"], header.base_sequence, header.producer_epoch,
-                                                  len(records)))
-                    parts.append({"index": p["index"], "error_code": code, "base_offset": self.offset if not code
-                                  else -1})
+                            self.produced.append(
+                                (p["index"], header.base_sequence, header.producer_epoch, len(records))
+                            )
+                    parts.append(
+                        {"index": p["index"], "error_code": code, "base_offset": self.offset if not code else -1}
+                    )
                     if not code:
                         self.offset += 1
                 out.append({"name": t["name"], "partition_responses": parts})
@@ -95,11 +108,21 @@ def test_classification_table() -> None:
     assert classify(ErrorCode.NOT_LEADER_OR_FOLLOWER) is ErrorClass.RETRIABLE
     assert classify(ErrorCode.CONCURRENT_TRANSACTIONS) is ErrorClass.RETRIABLE
     assert classify(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) is ErrorClass.RETRIABLE
-    for fatal in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNSUPPORTED_VERSION,
-                  ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
+    for fatal in (
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.UNSUPPORTED_VERSION,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ):
         assert classify(fatal) is ErrorClass.FATAL, fatal
-    for abortable in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                      ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.CORRUPT_MESSAGE):
+    for abortable in (
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.CORRUPT_MESSAGE,
+    ):
         assert classify(abortable) is ErrorClass.ABORTABLE, abortable
 
 
@@ -249,8 +272,11 @@ async def test_pipelined_batches_retry_in_sequence_order() -> None:
     broker = Broker()
     # Three one-record batches in flight to partition 0: the first fails retriably, so the broker rejects the
     # next two for their sequence gap; all three are resent, in order, with their original sequences.
-    broker.errors[ApiKey.PRODUCE] = [ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER]
+    broker.errors[ApiKey.PRODUCE] = [
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    ]
     async with producer(broker, batch_size=1, linger_ms=1000) as p:
         futs = [await p.send(TOPIC, f"r{i}".encode(), partition=0) for i in range(3)]
         await p.flush()

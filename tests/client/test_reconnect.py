@@ -16,8 +16,10 @@ async def test_producer_and_consumer_survive_broker_restart(tmp_path: Path) -> N
         async with Admin(broker.bootstrap) as admin:
             await admin.create_topic("rs", 1)
         tp = TopicPartition("rs", 0)
-        async with Producer(broker.bootstrap, retry_backoff_ms=20) as p, \
-                Consumer(broker.bootstrap, auto_offset_reset="earliest") as c:
+        async with (
+            Producer(broker.bootstrap, retry_backoff_ms=20) as p,
+            Consumer(broker.bootstrap, auto_offset_reset="earliest") as c,
+        ):
             c.assign([tp])
             first = [await p.send("rs", f"a{i}", partition=0) for i in range(50)]
             await p.flush()

@@ -27,8 +27,12 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
 
 
 def _sasl(mechanism: str, user: str, password: str) -> dict[str, str]:
-    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism, "sasl_username": user,
-            "sasl_password": password}
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_username": user,
+        "sasl_password": password,
+    }
 
 
 @pytest.mark.parametrize(("mechanism", "user", "password"), LOGINS)
@@ -56,8 +60,9 @@ async def test_produce_consume_and_admin(sasl_broker: BrokerProcess, mechanism: 
 
 
 @pytest.mark.parametrize(("mechanism", "user"), [(m, u) for m, u, _ in LOGINS])
-async def test_a_wrong_password_is_an_authentication_error(sasl_broker: BrokerProcess, mechanism: str,
-                                                           user: str) -> None:
+async def test_a_wrong_password_is_an_authentication_error(
+    sasl_broker: BrokerProcess, mechanism: str, user: str
+) -> None:
     with pytest.raises(SaslAuthenticationError) as error:
         async with Admin(sasl_broker.bootstrap_for("SASL_PLAINTEXT"), **_sasl(mechanism, user, "wrong")):
             pass
@@ -66,8 +71,9 @@ async def test_a_wrong_password_is_an_authentication_error(sasl_broker: BrokerPr
 
 
 async def test_a_mechanism_the_listener_lacks(tmp_path) -> None:
-    proc = BrokerProcess(tmp_path / "data", listeners=("SASL_PLAINTEXT",), settings={
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512"})
+    proc = BrokerProcess(
+        tmp_path / "data", listeners=("SASL_PLAINTEXT",), settings={"sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+    )
     with proc, pytest.raises(SaslAuthenticationError) as error:
         async with Admin(proc.bootstrap_for("SASL_PLAINTEXT"), **_sasl("SCRAM-SHA-256", "u", "p")):
             pass
@@ -81,10 +87,12 @@ def test_settings_are_checked_before_any_io() -> None:
     settings = sasl_settings("sasl_plaintext", "scram-sha-512", "u", "secret")
     assert settings is not None and settings.mechanism == "SCRAM-SHA-512" and "secret" not in repr(settings)
     assert connection_security(security_protocol="SASL_SSL", sasl_username="u", sasl_password="p").sasl is not None
-    for bad in ({"security_protocol": "SASL"}, {"security_protocol": "SASL_PLAINTEXT", "sasl_username": "u"},
-                {"security_protocol": "SASL_SSL", "sasl_password": "p"},
-                {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI", "sasl_username": "u",
-                 "sasl_password": "p"}):
+    for bad in (
+        {"security_protocol": "SASL"},
+        {"security_protocol": "SASL_PLAINTEXT", "sasl_username": "u"},
+        {"security_protocol": "SASL_SSL", "sasl_password": "p"},
+        {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI", "sasl_username": "u", "sasl_password": "p"},
+    ):
         with pytest.raises(ConfigError):
             connection_security(**bad)
     with pytest.raises(ConfigError):

@@ -27,8 +27,9 @@ def test_blocking_round_trip(bootstrap_servers: str, new_topic: Callable[..., st
         assert p.send_and_wait(topic, b"dropped", partition=0).offset == 6  # after the COMMIT marker
         p.abort_transaction()
         assert p.transaction_state is TxnState.READY
-    with sync.Consumer(bootstrap_servers, isolation_level="read_committed", auto_offset_reset="earliest",
-                       backend=backend) as c:
+    with sync.Consumer(
+        bootstrap_servers, isolation_level="read_committed", auto_offset_reset="earliest", backend=backend
+    ) as c:
         c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         values = []
         for record in c:

@@ -66,8 +66,7 @@ def test_kafka_python_describe_log_dirs_reports_the_segment_bytes_on_disk(own_br
     assert sizes == {("sized", 0): _on_disk(own_broker.data_dir, "sized", 0), ("sized", 1): 0}
     assert sizes[("sized", 0)] > 50 * 20 * len(b"record-0")
     (log_dir,) = only_known[0]["log_dirs"]
-    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in log_dir["topics"]] == [
-        ("sized", [0])]
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in log_dir["topics"]] == [("sized", [0])]
 
 
 def test_kafka_python_acl_calls_see_security_disabled(bootstrap: str) -> None:
@@ -86,8 +85,11 @@ def test_kafka_python_elections_and_reassignments(bootstrap: str, make_topic: Ca
     topic = make_topic("elect", 2)
     with kafka_python_admin(bootstrap) as admin:
         elected = admin.elect_leaders(0, {topic: [0, 1]})  # ELECTION_NOT_NEEDED is not an error to it
-        answers = [(r.topic, p.partition_id, p.error_code) for r in elected.replica_election_results
-                   for p in r.partition_result]
+        answers = [
+            (r.topic, p.partition_id, p.error_code)
+            for r in elected.replica_election_results
+            for p in r.partition_result
+        ]
         assert answers == [(topic, 0, ELECTION_NOT_NEEDED), (topic, 1, ELECTION_NOT_NEEDED)]
         with pytest.raises(UnknownTopicOrPartitionError, match=f"No such partition as {topic}-5"):
             admin.elect_leaders(0, {topic: [5]})
@@ -100,13 +102,21 @@ def test_kafka_python_elections_and_reassignments(bootstrap: str, make_topic: Ca
 
 def test_confluent_kafka_acl_calls(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    any_acl = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
-                               AclPermissionType.ANY)
+    any_acl = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
     # librdkafka reads DescribeAcls' top-level error but does not report it: against Kafka without an authorizer,
     # too, the call succeeds with no bindings.
     assert admin.describe_acls(any_acl).result(DEADLINE_S) == []
-    binding = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ,
-                         AclPermissionType.ALLOW)
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        "t",
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
     for futures in (admin.create_acls([binding]), admin.delete_acls([any_acl])):
         (future,) = futures.values()
         with pytest.raises(KafkaException) as raised:

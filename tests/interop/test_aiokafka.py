@@ -21,9 +21,7 @@ ERR_TOPIC_ALREADY_EXISTS = 36
 ERR_INVALID_TOPIC_EXCEPTION = 17
 
 
-async def produce_all(
-    bootstrap: str, topic: str, records: list[SampleRecord], **conf: object
-) -> list[Delivered]:
+async def produce_all(bootstrap: str, topic: str, records: list[SampleRecord], **conf: object) -> list[Delivered]:
     """Send ``records`` in order (aiokafka's default partitioner is Java murmur2) and await every result."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, **conf)
     await producer.start()
@@ -45,9 +43,7 @@ async def produce_all(
         await producer.stop()
 
 
-async def consume_all(
-    bootstrap: str, topic: str, partitions: int, expected: int, **conf: object
-) -> list[Consumed]:
+async def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, **conf: object) -> list[Consumed]:
     """Assign every partition manually (no group), seek to beginning, read until ``expected`` arrived."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -126,12 +122,8 @@ def test_roundtrip_every_field(bootstrap: str, make_topic, codec: str) -> None:
     )
 
     async def run() -> None:
-        delivered = await produce_all(
-            bootstrap, topic, records, compression_type=None if codec == "none" else codec
-        )
-        consumed = await consume_all(
-            bootstrap, topic, PARTITIONS, len(records), isolation_level="read_committed"
-        )
+        delivered = await produce_all(bootstrap, topic, records, compression_type=None if codec == "none" else codec)
+        consumed = await consume_all(bootstrap, topic, PARTITIONS, len(records), isolation_level="read_committed")
         check_roundtrip(records, delivered, consumed, num_partitions=PARTITIONS)
 
     asyncio.run(run())

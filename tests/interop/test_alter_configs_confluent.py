@@ -34,8 +34,13 @@ def _describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
     return future.result(timeout=TIMEOUT)
 
 
-def _incremental(admin: AdminClient, restype: ResourceType, name: str, *ops: tuple[str, str | None,
-                 AlterConfigOpType], validate_only: bool = False) -> None:
+def _incremental(
+    admin: AdminClient,
+    restype: ResourceType,
+    name: str,
+    *ops: tuple[str, str | None, AlterConfigOpType],
+    validate_only: bool = False,
+) -> None:
     entries = [ConfigEntry(key, value, incremental_operation=op) for key, value, op in ops]
     resource = ConfigResource(restype, name, incremental_configs=entries)
     (future,) = admin.incremental_alter_configs([resource], validate_only=validate_only).values()
@@ -51,22 +56,37 @@ def _error_code(call) -> int:
 def test_incremental_alter_configs(bootstrap: str, make_topic) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = make_topic("ck-incr", 1)
-    _incremental(admin, ResourceType.TOPIC, topic, ("retention.ms", "60000", AlterConfigOpType.SET),
-                 ("cleanup.policy", "compact", AlterConfigOpType.APPEND))
+    _incremental(
+        admin,
+        ResourceType.TOPIC,
+        topic,
+        ("retention.ms", "60000", AlterConfigOpType.SET),
+        ("cleanup.policy", "compact", AlterConfigOpType.APPEND),
+    )
     described = _describe(admin, topic)
     assert (described["retention.ms"].value, described["retention.ms"].source) == (
-        "60000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+        "60000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    )
     assert described["cleanup.policy"].value == "delete,compact"
 
-    _incremental(admin, ResourceType.TOPIC, topic, ("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT),
-                 ("retention.ms", None, AlterConfigOpType.DELETE))
-    _incremental(admin, ResourceType.TOPIC, topic, ("segment.bytes", "4096", AlterConfigOpType.SET),
-                 validate_only=True)
+    _incremental(
+        admin,
+        ResourceType.TOPIC,
+        topic,
+        ("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT),
+        ("retention.ms", None, AlterConfigOpType.DELETE),
+    )
+    _incremental(admin, ResourceType.TOPIC, topic, ("segment.bytes", "4096", AlterConfigOpType.SET), validate_only=True)
     described = _describe(admin, topic)
     assert (described["cleanup.policy"].value, described["cleanup.policy"].source) == (
-        "delete", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+        "delete",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    )
     assert (described["retention.ms"].value, described["retention.ms"].source) == (
-        "604800000", ConfigSource.DEFAULT_CONFIG.value)
+        "604800000",
+        ConfigSource.DEFAULT_CONFIG.value,
+    )
     assert described["segment.bytes"].value == "1073741824"
 
     def append_to_long() -> None:
@@ -92,12 +112,15 @@ def test_alter_configs_replaces_the_overrides_and_the_log_follows(bootstrap: str
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = make_topic("ck-alter", 1)
     _incremental(admin, ResourceType.TOPIC, topic, ("retention.ms", "60000", AlterConfigOpType.SET))
-    (future,) = admin.alter_configs([ConfigResource(ResourceType.TOPIC, topic,
-                                                    set_config={"max.message.bytes": "2000"})]).values()
+    (future,) = admin.alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, set_config={"max.message.bytes": "2000"})]
+    ).values()
     future.result(timeout=TIMEOUT)
     described = _describe(admin, topic)
     assert (described["max.message.bytes"].value, described["max.message.bytes"].source) == (
-        "2000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+        "2000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    )
     assert described["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value  # replaced, not merged
 
     errors: list[KafkaError | None] = []

@@ -53,9 +53,7 @@ def test_idempotent_producer_offsets(bootstrap: str, make_topic) -> None:
         records,
         **{"enable.idempotence": True, "compression.type": "lz4", "max.in.flight.requests.per.connection": 5},
     )
-    consumed = consume_all(
-        bootstrap, topic, PARTITIONS, len(records), **{"isolation.level": "read_uncommitted"}
-    )
+    consumed = consume_all(bootstrap, topic, PARTITIONS, len(records), **{"isolation.level": "read_uncommitted"})
     check_roundtrip(records, delivered, consumed, num_partitions=PARTITIONS)
     offsets = [(d.partition, d.offset) for d in delivered]
     assert len(set(offsets)) == len(offsets)
@@ -141,5 +139,11 @@ def test_describe_cluster_names_the_cluster_and_this_node(bootstrap: str) -> Non
     # Asked for, they are all of the cluster's operations, as Kafka answers without an authorizer.
     with_ops = admin.describe_cluster(include_authorized_operations=True, request_timeout=10).result(timeout=15)
     assert {op.name for op in with_ops.authorized_operations} == {
-        "CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"
+        "CREATE",
+        "ALTER",
+        "DESCRIBE",
+        "CLUSTER_ACTION",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+        "IDEMPOTENT_WRITE",
     }

@@ -17,9 +17,7 @@ from support.wire import (
 
 
 def _records(n: int, tag: str) -> list[Record]:
-    return [
-        Record(f"{tag}-{i}".encode(), f"value-{tag}-{i}".encode(), (("h", b"\x00\x01"),)) for i in range(n)
-    ]
+    return [Record(f"{tag}-{i}".encode(), f"value-{tag}-{i}".encode(), (("h", b"\x00\x01"),)) for i in range(n)]
 
 
 def test_resend_returns_original_offsets(bootstrap: str, make_topic) -> None:
@@ -49,9 +47,7 @@ def test_sequence_gap_is_out_of_order(bootstrap: str, make_topic) -> None:
     topic = make_topic("wire-gap", 1)
     with WireClient(bootstrap) as c:
         _, pid, epoch = c.init_producer_id()
-        ok = c.produce(
-            topic, 0, encode_batch(_records(2, "a"), producer_id=pid, producer_epoch=epoch, base_sequence=0)
-        )
+        ok = c.produce(topic, 0, encode_batch(_records(2, "a"), producer_id=pid, producer_epoch=epoch, base_sequence=0))
         assert ok.error_code == ERROR_NONE
         gap = c.produce(
             topic, 0, encode_batch(_records(1, "b"), producer_id=pid, producer_epoch=epoch, base_sequence=3)
@@ -64,9 +60,7 @@ def test_old_epoch_is_rejected(bootstrap: str, make_topic) -> None:
     topic = make_topic("wire-epoch", 1)
     with WireClient(bootstrap) as c:
         _, pid, epoch = c.init_producer_id()
-        r = c.produce(
-            topic, 0, encode_batch(_records(1, "a"), producer_id=pid, producer_epoch=epoch, base_sequence=0)
-        )
+        r = c.produce(topic, 0, encode_batch(_records(1, "a"), producer_id=pid, producer_epoch=epoch, base_sequence=0))
         assert r.error_code == ERROR_NONE
         # A higher epoch starting again at sequence 0 is accepted and fences the old one (Kafka semantics).
         bumped = encode_batch(_records(1, "b"), producer_id=pid, producer_epoch=epoch + 1, base_sequence=0)

@@ -108,7 +108,13 @@ def test_admin_describe_cluster_and_create_partitions(bootstrap: str, make_topic
             (1, host, int(port), None)
         ]
         assert set(described["authorized_operations"]) == {
-            "CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"
+            "CREATE",
+            "ALTER",
+            "DESCRIBE",
+            "CLUSTER_ACTION",
+            "DESCRIBE_CONFIGS",
+            "ALTER_CONFIGS",
+            "IDEMPOTENT_WRITE",
         }
 
         topic = make_topic("kp-grow", 1)

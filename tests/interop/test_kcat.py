@@ -33,9 +33,7 @@ def kcat(*args: str, stdin: bytes | Path | None = None) -> bytes:
     else:
         proc = subprocess.run([exe, *args], input=stdin, capture_output=True, timeout=DEADLINE_S, check=False)
     if proc.returncode != 0:
-        raise AssertionError(
-            f"kcat {' '.join(args)} exited {proc.returncode}:\n{proc.stderr.decode()[-3000:]}"
-        )
+        raise AssertionError(f"kcat {' '.join(args)} exited {proc.returncode}:\n{proc.stderr.decode()[-3000:]}")
     return proc.stdout
 
 
@@ -54,9 +52,7 @@ def make_lines(n: int, seed: int) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        key = (
-            f"k{rng.randrange(300)}" if i % 3 else "".join(rng.choices(ALPHABET[:62], k=rng.randrange(1, 20)))
-        )
+        key = f"k{rng.randrange(300)}" if i % 3 else "".join(rng.choices(ALPHABET[:62], k=rng.randrange(1, 20)))
         value = "".join(rng.choices(ALPHABET, k=rng.randrange(1, 200)))
         out.append((key, value))
     return out

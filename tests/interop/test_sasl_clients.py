@@ -37,8 +37,12 @@ def _topic(broker: BrokerProcess, prefix: str) -> str:
 
 
 def _kafka_python(mechanism: str, user: str, password: str) -> dict[str, str]:
-    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism, "sasl_plain_username": user,
-            "sasl_plain_password": password}
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
 
 
 @pytest.mark.parametrize(("mechanism", "user", "password"), LOGINS)
@@ -58,8 +62,11 @@ def test_kafka_python_wrong_password(
 ) -> None:
     # kafka-python retries the bootstrap until its timeout, logging each authentication error it was sent.
     with pytest.raises(KafkaPythonError):
-        KafkaAdminClient(bootstrap_servers=sasl_broker.bootstrap_for("SASL_PLAINTEXT"), bootstrap_timeout_ms=2000,
-                         **_kafka_python(mechanism, user, "wrong"))
+        KafkaAdminClient(
+            bootstrap_servers=sasl_broker.bootstrap_for("SASL_PLAINTEXT"),
+            bootstrap_timeout_ms=2000,
+            **_kafka_python(mechanism, user, "wrong"),
+        )
     assert (
         "SaslAuthenticationFailedError: Authentication failed during authentication due to invalid credentials with "
         f"SASL mechanism {mechanism}"
@@ -72,11 +79,28 @@ def test_kafkajs(sasl_broker: BrokerProcess, mechanism: str, user: str, password
     sasl = {"mechanism": mechanism.lower(), "username": user, "password": password}
     topic = _topic(sasl_broker, f"kjs-{mechanism.lower()}")
     records = as_kafkajs_writes(make_records(200, seed=12, null_header_values=False))
-    result = kafkajs(bootstrap, "produce", topic=topic, partitions=PARTITIONS, records=to_job(records),
-                     idempotent=False, compression="none", chunk=50, sasl=sasl)
+    result = kafkajs(
+        bootstrap,
+        "produce",
+        topic=topic,
+        partitions=PARTITIONS,
+        records=to_job(records),
+        idempotent=False,
+        compression="none",
+        chunk=50,
+        sasl=sasl,
+    )
     assert len(result["delivered"]) == len(records)
-    consumed = kafkajs(bootstrap, "consume", topic=topic, groupId=f"kjs-{uuid.uuid4()}", expected=len(records),
-                       readUncommitted=False, idleMs=500, sasl=sasl)["consumed"]
+    consumed = kafkajs(
+        bootstrap,
+        "consume",
+        topic=topic,
+        groupId=f"kjs-{uuid.uuid4()}",
+        expected=len(records),
+        readUncommitted=False,
+        idleMs=500,
+        sasl=sasl,
+    )["consumed"]
     assert sorted(map(str, (c["value"] for c in consumed))) == sorted(map(str, (r["value"] for r in to_job(records))))
 
 
@@ -84,15 +108,32 @@ def test_kafkajs(sasl_broker: BrokerProcess, mechanism: str, user: str, password
 def test_kafkajs_wrong_password(sasl_broker: BrokerProcess, mechanism: str, user: str) -> None:
     sasl = {"mechanism": mechanism.lower(), "username": user, "password": "wrong"}
     with pytest.raises(AssertionError) as error:
-        kafkajs(sasl_broker.bootstrap_for("SASL_PLAINTEXT"), "produce", topic="never", partitions=1, records=[],
-                idempotent=False, compression="none", chunk=1, sasl=sasl)
+        kafkajs(
+            sasl_broker.bootstrap_for("SASL_PLAINTEXT"),
+            "produce",
+            topic="never",
+            partitions=1,
+            records=[],
+            idempotent=False,
+            compression="none",
+            chunk=1,
+            sasl=sasl,
+        )
     assert "KafkaJSSASLAuthenticationError" in str(error.value)
     assert f"invalid credentials with SASL mechanism {mechanism}" in str(error.value)
 
 
 def test_kcat_plain(sasl_broker: BrokerProcess) -> None:
-    sasl = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
-            "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"]
+    sasl = [
+        "-X",
+        "security.protocol=SASL_PLAINTEXT",
+        "-X",
+        "sasl.mechanism=PLAIN",
+        "-X",
+        "sasl.username=alice",
+        "-X",
+        "sasl.password=alice-secret",
+    ]
     bootstrap = sasl_broker.bootstrap_for("SASL_PLAINTEXT")
     topic = _topic(sasl_broker, "kcat-plain")
     lines = [f"k{i}:v{i}" for i in range(100)]
@@ -105,7 +146,19 @@ def test_kcat_plain(sasl_broker: BrokerProcess) -> None:
 
 def test_kcat_plain_wrong_password(sasl_broker: BrokerProcess) -> None:
     with pytest.raises((AssertionError, subprocess.TimeoutExpired)) as error:
-        kcat("-b", sasl_broker.bootstrap_for("SASL_PLAINTEXT"), "-X", "security.protocol=SASL_PLAINTEXT",
-             "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=wrong",
-             "-m", "5", "-L")
+        kcat(
+            "-b",
+            sasl_broker.bootstrap_for("SASL_PLAINTEXT"),
+            "-X",
+            "security.protocol=SASL_PLAINTEXT",
+            "-X",
+            "sasl.mechanism=PLAIN",
+            "-X",
+            "sasl.username=alice",
+            "-X",
+            "sasl.password=wrong",
+            "-m",
+            "5",
+            "-L",
+        )
     assert "invalid credentials with SASL mechanism PLAIN" in str(error.value)

@@ -96,9 +96,9 @@ def test_describe_and_delete_scram_credentials(sasl_broker: BrokerProcess) -> No
     with pytest.raises(Exception) as error:
         too_few.result(timeout=DEADLINE_S)
     assert error.value.args[0].code() == KafkaError.UNACCEPTABLE_CREDENTIAL
-    deleted = admin.alter_user_scram_credentials(
-        [UserScramCredentialDeletion("temp", ScramMechanism.SCRAM_SHA_256)]
-    )["temp"]
+    deleted = admin.alter_user_scram_credentials([UserScramCredentialDeletion("temp", ScramMechanism.SCRAM_SHA_256)])[
+        "temp"
+    ]
     deleted.result(timeout=DEADLINE_S)
     with pytest.raises(Exception) as error:
         admin.describe_user_scram_credentials(["temp"])["temp"].result(timeout=DEADLINE_S)
@@ -124,8 +124,13 @@ def test_credentials_survive_a_restart(tmp_path: Path, hard: bool) -> None:
 
 def test_add_scram_command_gives_a_first_user(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    command = [*default_command()[:-1], "add-scram", "--data-dir", str(data_dir),
-               "SCRAM-SHA-256=[name=ops,password=ops-secret,iterations=8192]"]
+    command = [
+        *default_command()[:-1],
+        "add-scram",
+        "--data-dir",
+        str(data_dir),
+        "SCRAM-SHA-256=[name=ops,password=ops-secret,iterations=8192]",
+    ]
     subprocess.run(command, check=True, timeout=DEADLINE_S, capture_output=True)
     assert "ops-secret" not in (data_dir / "scram-credentials.json").read_text()
     proc = sasl_broker_process(data_dir)
@@ -151,8 +156,9 @@ def test_kafkas_default_gssapi_refuses_to_start(tmp_path: Path) -> None:
 def test_no_password_reaches_the_broker_log(sasl_broker: BrokerProcess) -> None:
     """Runs after the module's logins, good and bad. The harness's own ``==== start`` lines echo the command line
     (which holds the JAAS config); the broker's lines must not."""
-    broker_lines = [line for line in sasl_broker.stderr_tail(10_000_000).splitlines()
-                    if not line.startswith("==== start")]
+    broker_lines = [
+        line for line in sasl_broker.stderr_tail(10_000_000).splitlines() if not line.startswith("==== start")
+    ]
     assert any("authentication_failed" in line for line in broker_lines)
     secrets = [*PLAIN_USERS.values(), *(password for _, _, password in LOGINS), "wrong"]
     leaked = [line for line in broker_lines for secret in secrets if secret in line]

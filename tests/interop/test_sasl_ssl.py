@@ -107,11 +107,25 @@ def test_kcat_over_sasl_ssl_with_plain(broker: BrokerProcess, pki: Pki) -> None:
     exe = shutil.which("kcat") or shutil.which("kafkacat")
     assert exe, "kcat is not installed (apt-get install -y kcat)"
     topic = new_topic(broker, "sasl-ssl-kcat")
-    common = ["-b", broker.bootstrap_for("SASL_SSL"), "-X", "security.protocol=SASL_SSL", "-X",
-              f"ssl.ca.location={pki.ca}", "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice"]
+    common = [
+        "-b",
+        broker.bootstrap_for("SASL_SSL"),
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        f"ssl.ca.location={pki.ca}",
+        "-X",
+        "sasl.mechanisms=PLAIN",
+        "-X",
+        "sasl.username=alice",
+    ]
     run = lambda *args, password="alice-secret", stdin=None: subprocess.run(  # noqa: E731
-        [exe, *common, "-X", f"sasl.password={password}", *args], input=stdin, capture_output=True,
-        timeout=DEADLINE_S, check=False)
+        [exe, *common, "-X", f"sasl.password={password}", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
     produced = run("-P", "-t", topic, "-p", "0", stdin=b"one\ntwo\n")
     assert produced.returncode == 0, produced.stderr
     consumed = run("-C", "-t", topic, "-p", "0", "-o", "beginning", "-e")
@@ -121,12 +135,20 @@ def test_kcat_over_sasl_ssl_with_plain(broker: BrokerProcess, pki: Pki) -> None:
     assert b"Authentication failed" in refused.stderr or b"SASL authentication" in refused.stderr, refused.stderr
 
 
-@pytest.mark.parametrize(("mechanism", "user", "password"),
-                         [("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD), ("PLAIN", "alice", "alice-secret")])
-def test_bundled_client_over_sasl_ssl(broker: BrokerProcess, pki: Pki, mechanism: str, user: str,
-                                      password: str) -> None:
-    security = {"security_protocol": "SASL_SSL", "ssl_ca_location": str(pki.ca), "sasl_mechanism": mechanism,
-                "sasl_username": user, "sasl_password": password}
+@pytest.mark.parametrize(
+    ("mechanism", "user", "password"),
+    [("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD), ("PLAIN", "alice", "alice-secret")],
+)
+def test_bundled_client_over_sasl_ssl(
+    broker: BrokerProcess, pki: Pki, mechanism: str, user: str, password: str
+) -> None:
+    security = {
+        "security_protocol": "SASL_SSL",
+        "ssl_ca_location": str(pki.ca),
+        "sasl_mechanism": mechanism,
+        "sasl_username": user,
+        "sasl_password": password,
+    }
     bootstrap = broker.bootstrap_for("SASL_SSL")
     topic = new_topic(broker, f"sasl-ssl-client-{mechanism.lower()}")
 
@@ -138,8 +160,9 @@ def test_bundled_client_over_sasl_ssl(broker: BrokerProcess, pki: Pki, mechanism
                 await producer.send(topic, b"v%d" % i, key=b"k%d" % i)
             await producer.commit_transaction()
         values: set[bytes] = set()
-        async with OncelogConsumer(bootstrap, isolation_level="read_committed", auto_offset_reset="earliest",
-                                   **security) as consumer:
+        async with OncelogConsumer(
+            bootstrap, isolation_level="read_committed", auto_offset_reset="earliest", **security
+        ) as consumer:
             consumer.assign([OncelogPartition(topic, p) for p in range(PARTITIONS)])
             for _ in range(40):
                 batch = await consumer.getmany(timeout_ms=300)
@@ -159,8 +182,10 @@ def test_kafkajs_over_sasl_ssl_with_plain(broker: BrokerProcess, pki: Pki) -> No
     values = [b"kjs-%d" % i for i in range(6)]
     now_ms = int(time.time() * 1000)
     records = [{"key": None, "value": base64.b64encode(v).decode(), "headers": [], "timestamp": now_ms} for v in values]
-    login = {"ssl": {"ca": Path(pki.ca).read_text()},
-             "sasl": {"mechanism": "plain", "username": "alice", "password": "alice-secret"}}
+    login = {
+        "ssl": {"ca": Path(pki.ca).read_text()},
+        "sasl": {"mechanism": "plain", "username": "alice", "password": "alice-secret"},
+    }
     bootstrap = broker.bootstrap_for("SASL_SSL")
     kafkajs(bootstrap, "produce", **login, topic=topic, partitions=PARTITIONS, records=records, idempotent=False,
             compression="none", chunk=3)  # fmt: skip
@@ -183,7 +208,11 @@ def test_cli_tools_over_sasl_ssl_with_command_config(broker: BrokerProcess, pki:
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*oncelog, *args, "-b", broker.bootstrap_for("SASL_SSL"), "--command-config", str(config)],
-            input=stdin, capture_output=True, text=True, timeout=DEADLINE_S, check=False,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+            check=False,
         )
 
     topic = f"sasl-ssl-cli-{uuid.uuid4().hex[:8]}"

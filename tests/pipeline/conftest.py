@@ -9,8 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-JAVA17_HOMES = ("/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/openjdk-17",
-                "/usr/lib/jvm/java-1.17.0-openjdk-amd64")
+JAVA17_HOMES = (
+    "/usr/lib/jvm/java-17-openjdk-amd64",
+    "/usr/lib/jvm/openjdk-17",
+    "/usr/lib/jvm/java-1.17.0-openjdk-amd64",
+)
 
 if not os.environ.get("JAVA_HOME"):
     for home in JAVA17_HOMES:
@@ -26,13 +29,16 @@ def spark() -> Iterator[object]:
     from oncelog.pipeline.spark import OncelogDataSource
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2,2]").appName("oncelog-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.sql.streaming.stopTimeout", "10s")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2,2]")
+        .appName("oncelog-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.streaming.stopTimeout", "10s")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(OncelogDataSource)
     try:

@@ -18,16 +18,19 @@ def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:
     return name
 
 
-def produce(bootstrap: str, topic: str, count: int, *, start: int = 0, transactional_id: str | None = None,
-            abort: bool = False) -> None:
+def produce(
+    bootstrap: str, topic: str, count: int, *, start: int = 0, transactional_id: str | None = None, abort: bool = False
+) -> None:
     """``count`` records with keys/values ``k{i}`` / ``v{i}``, optionally in one (aborted) transaction."""
     kw = {"transactional_id": transactional_id} if transactional_id else {}
     with Producer(bootstrap, linger_ms=20, batch_size=256 * 1024, **kw) as p:
         if transactional_id:
             p.init_transactions()
             p.begin_transaction()
-        handles = [p.send(topic, f"v{i}".encode(), f"k{i}".encode(), headers=[("h", str(i).encode())])
-                   for i in range(start, start + count)]
+        handles = [
+            p.send(topic, f"v{i}".encode(), f"k{i}".encode(), headers=[("h", str(i).encode())])
+            for i in range(start, start + count)
+        ]
         p.flush()
         for h in handles[-1:]:
             h.get(30)

@@ -17,8 +17,13 @@ def test_batch_round_trip_10k(spark, bootstrap: str) -> None:
     topic = new_topic(bootstrap, "batch-rt", 3)
     rows = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(N)]
     df = spark.createDataFrame(rows, "key binary, value binary").repartition(4)
-    (df.write.format("oncelog").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
-     .mode("append").save())
+    (
+        df.write.format("oncelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
 
     written = read_all(bootstrap, topic)
     assert values(written) == sorted(v for _, v in rows)
@@ -26,7 +31,8 @@ def test_batch_round_trip_10k(spark, bootstrap: str) -> None:
     back = _reader(spark, bootstrap, topic).load()
     assert back.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
-        "timestampType:int,headers:array<struct<key:string,value:binary>>>")
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>"
+    )
     got = back.select("key", "value", "topic", "partition", "offset").collect()
     assert len(got) == N
     assert sorted((bytes(r.key), bytes(r.value)) for r in got) == sorted(rows)
@@ -39,9 +45,12 @@ def test_batch_round_trip_10k(spark, bootstrap: str) -> None:
 def test_batch_read_options_and_headers(spark, bootstrap: str) -> None:
     topic = new_topic(bootstrap, "batch-opts", 2)
     produce(bootstrap, topic, 200)
-    df = (_reader(spark, bootstrap, topic)
-          .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2}}))
-          .option("endingOffsets", json.dumps({topic: {"0": 20, "1": -1}})).load())
+    df = (
+        _reader(spark, bootstrap, topic)
+        .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2}}))
+        .option("endingOffsets", json.dumps({topic: {"0": 20, "1": -1}}))
+        .load()
+    )
     rows = df.collect()
     p0 = sorted(r.offset for r in rows if r.partition == 0)
     assert p0 == list(range(10, 20))
@@ -51,8 +60,13 @@ def test_batch_read_options_and_headers(spark, bootstrap: str) -> None:
     assert row.headers[0].key == "h" and bytes(row.headers[0].value) == bytes(row.value)[1:]
     assert row.timestampType == 0 and row.timestamp is not None
 
-    assigned = (spark.read.format("oncelog").option("kafka.bootstrap.servers", bootstrap)
-                .option("assign", json.dumps({topic: [1]})).load().collect())
+    assigned = (
+        spark.read.format("oncelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("assign", json.dumps({topic: [1]}))
+        .load()
+        .collect()
+    )
     assert {r.partition for r in assigned} == {1}
 
 

@@ -17,8 +17,19 @@ N = 6000
 
 
 def _start(bootstrap: str, source: str, dest: str, checkpoint: str, *extra: str) -> subprocess.Popen:
-    argv = [sys.executable, str(EXAMPLE), "--bootstrap", bootstrap, "--input", source, "--output", dest,
-            "--checkpoint", checkpoint, *extra]
+    argv = [
+        sys.executable,
+        str(EXAMPLE),
+        "--bootstrap",
+        bootstrap,
+        "--input",
+        source,
+        "--output",
+        dest,
+        "--checkpoint",
+        checkpoint,
+        *extra,
+    ]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 

@@ -11,11 +11,23 @@ from .helpers import new_topic, produce, read_all, values
 
 
 def _copy(spark, bootstrap: str, source: str, dest: str, checkpoint: str, *, transform=None, **options) -> None:
-    df = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", source).option("startingOffsets", "earliest").load())
+    df = (
+        spark.readStream.format("oncelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     df = transform(df) if transform is not None else df.select("key", "value", "headers")
-    query = (df.writeStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap).option("topic", dest)
-             .options(**options).option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query = (
+        df.writeStream.format("oncelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", dest)
+        .options(**options)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(120)
     assert not query.isActive
     assert query.exception() is None
@@ -86,8 +98,15 @@ def test_task_failing_first_attempt_no_duplicate(spark, bootstrap: str, tmp_path
         for run in range(3):
             source, dest = new_topic(bootstrap, "f-in", 1), new_topic(bootstrap, "f-out", 1)
             produce(bootstrap, source, 1200)
-            _copy(spark, bootstrap, source, dest, str(tmp_path / f"ck{run}"), transform=_fail_first_attempt,
-                  **{"kafka.linger.ms": "0"})
+            _copy(
+                spark,
+                bootstrap,
+                source,
+                dest,
+                str(tmp_path / f"ck{run}"),
+                transform=_fail_first_attempt,
+                **{"kafka.linger.ms": "0"},
+            )
             assert values(read_all(bootstrap, dest)) == values(read_all(bootstrap, source))
             if len(read_all(bootstrap, dest, isolation="read_uncommitted")) > 1200:
                 wrote_and_aborted = True

@@ -12,8 +12,8 @@ JAVA = [
     ("", 0, 0),
     ("hello", 99162322, 22),
     ("polygenelubricants", -(2**31), 0),  # hashCode == Integer.MIN_VALUE; Utils.abs gives 0
-    ("\U0001F600", 1772899, 49),  # one non-BMP character = two UTF-16 code units D83D DE00
-    ("x\U0001F600y", 58534910, 10),
+    ("\U0001f600", 1772899, 49),  # one non-BMP character = two UTF-16 code units D83D DE00
+    ("x\U0001f600y", 58534910, 10),
     ("transaction-coordinator-ü", 482155760, 10),
     ("order-service-tx-42", 846412048, 48),
     ("日本語のID", -841592558, 8),  # negative: abs gives 8 where n & 0x7fffffff would give 40

@@ -49,8 +49,14 @@ VALUE_V1 = h("""
 """)
 
 ONGOING = TxnLogValue(
-    producer_id=1000, producer_epoch=5, transaction_timeout_ms=60000, state=TxnStateCode.ONGOING,
-    partitions={"t": [0, 3]}, last_update_timestamp_ms=1700000000123, start_timestamp_ms=1700000000000)
+    producer_id=1000,
+    producer_epoch=5,
+    transaction_timeout_ms=60000,
+    state=TxnStateCode.ONGOING,
+    partitions={"t": [0, 3]},
+    last_update_timestamp_ms=1700000000123,
+    start_timestamp_ms=1700000000000,
+)
 
 
 def test_key_golden_bytes() -> None:
@@ -74,8 +80,18 @@ def test_value_v0_empty_writes_null_partitions() -> None:
 
 
 def test_value_v1_golden_bytes_with_tagged_fields() -> None:
-    value = TxnLogValue(1000, 5, 60000, TxnStateCode.PREPARE_COMMIT, {"t": [0, 3]}, 1700000000123,
-                        1700000000000, previous_producer_id=999, next_producer_id=1001, client_transaction_version=2)
+    value = TxnLogValue(
+        1000,
+        5,
+        60000,
+        TxnStateCode.PREPARE_COMMIT,
+        {"t": [0, 3]},
+        1700000000123,
+        1700000000000,
+        previous_producer_id=999,
+        next_producer_id=1001,
+        client_transaction_version=2,
+    )
     assert encode_txn_log_value(value, version=1) == VALUE_V1
     assert decode_txn_log_value(VALUE_V1) == value
 
@@ -112,29 +128,51 @@ def test_repeated_topics_and_partitions_are_merged() -> None:
     assert decoded is not None and decoded.partitions == {"a": [1, 2, 5]}
 
 
-@pytest.mark.parametrize("data", [
-    b"", b"\x00", h("0001 0005 74786e2d31"), KEY[:-1], KEY + b"\x00", h("0000 0002 ff fe"), h("0000 ffff"),
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x00",
+        h("0001 0005 74786e2d31"),
+        KEY[:-1],
+        KEY + b"\x00",
+        h("0000 0002 ff fe"),
+        h("0000 ffff"),
+    ],
+)
 def test_bad_keys_raise_decode_error(data: bytes) -> None:
     with pytest.raises(DecodeError):
         decode_txn_log_key(data)
 
 
-@pytest.mark.parametrize("data", [
-    b"", b"\x00", h("0002") + VALUE_V0[2:], h("ffff") + VALUE_V0[2:], VALUE_V0[:-1], VALUE_V0 + b"\x00",
-    VALUE_V0[:16] + b"\x08" + VALUE_V0[17:], VALUE_V1[:-3], h("0001") + VALUE_V0[2:],
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x00",
+        h("0002") + VALUE_V0[2:],
+        h("ffff") + VALUE_V0[2:],
+        VALUE_V0[:-1],
+        VALUE_V0 + b"\x00",
+        VALUE_V0[:16] + b"\x08" + VALUE_V0[17:],
+        VALUE_V1[:-3],
+        h("0001") + VALUE_V0[2:],
+    ],
+)
 def test_bad_values_raise_decode_error(data: bytes) -> None:
     with pytest.raises(DecodeError):
         decode_txn_log_value(data)
 
 
-@pytest.mark.parametrize("value", [
-    TxnLogValue(2**63, 0, 1, TxnStateCode.ONGOING, {}, 0, 0),
-    TxnLogValue(1, 2**15, 1, TxnStateCode.ONGOING, {}, 0, 0),
-    TxnLogValue(1, 0, 1, 8, {}, 0, 0),
-    TxnLogValue(1, 0, 1, TxnStateCode.ONGOING, {"t": [2**31]}, 0, 0),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        TxnLogValue(2**63, 0, 1, TxnStateCode.ONGOING, {}, 0, 0),
+        TxnLogValue(1, 2**15, 1, TxnStateCode.ONGOING, {}, 0, 0),
+        TxnLogValue(1, 0, 1, 8, {}, 0, 0),
+        TxnLogValue(1, 0, 1, TxnStateCode.ONGOING, {"t": [2**31]}, 0, 0),
+    ],
+)
 def test_bad_values_raise_encode_error(value: TxnLogValue) -> None:
     with pytest.raises(EncodeError):
         encode_txn_log_value(value)
@@ -147,8 +185,15 @@ def test_unknown_value_version_is_refused_on_encode() -> None:
 
 def test_state_codes_and_names_match_kafka() -> None:
     assert {s.kafka_name: int(s) for s in TxnStateCode} == {
-        "Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4,
-        "CompleteAbort": 5, "Dead": 6, "PrepareEpochFence": 7}
+        "Empty": 0,
+        "Ongoing": 1,
+        "PrepareCommit": 2,
+        "PrepareAbort": 3,
+        "CompleteCommit": 4,
+        "CompleteAbort": 5,
+        "Dead": 6,
+        "PrepareEpochFence": 7,
+    }
     assert TxnStateCode.from_kafka_name("PrepareAbort") is TxnStateCode.PREPARE_ABORT
     assert TxnStateCode.from_kafka_name("ongoing") is None
 
@@ -162,11 +207,13 @@ _INT64 = st.integers(-(2**63), 2**63 - 1)
 def _values(draw: st.DrawFn) -> tuple[TxnLogValue, int]:
     version = draw(st.sampled_from([0, 1]))
     state = draw(st.sampled_from(list(TxnStateCode)))
-    partitions = {} if state is TxnStateCode.EMPTY else draw(st.dictionaries(
-        st.text(max_size=8), st.lists(_INT32, unique=True, max_size=4), max_size=3))
+    partitions = (
+        {}
+        if state is TxnStateCode.EMPTY
+        else draw(st.dictionaries(st.text(max_size=8), st.lists(_INT32, unique=True, max_size=4), max_size=3))
+    )
     tags = (draw(_INT64), draw(_INT64), draw(_INT16)) if version == 1 else (-1, -1, 0)
-    value = TxnLogValue(draw(_INT64), draw(_INT16), draw(_INT32), state, partitions, draw(_INT64), draw(_INT64),
-                        *tags)
+    value = TxnLogValue(draw(_INT64), draw(_INT16), draw(_INT32), state, partitions, draw(_INT64), draw(_INT64), *tags)
     return value, version
 
 

@@ -43,13 +43,17 @@ LOG_DIRS_V1_ALL_REQ = h("0023 0001 00000001 0001 63  ffffffff")
 LOG_DIRS_V2_ALL_REQ = h("0023 0002 00000001 0001 63 00  00 00")
 # v1 response, header v0 (correlation 7): throttle 0, results [{error 0, "/d", topics [{"t", partitions [{0,
 # size 100, lag 0, future false}]}]}] -- no top-level error (v3+), no volume sizes (v4+).
-LOG_DIRS_V1_RESP = h("00000007  00000000 00000001 0000 0002 2f64 00000001 0001 74"
-                     "  00000001 00000000 0000000000000064 0000000000000000 00")
+LOG_DIRS_V1_RESP = h(
+    "00000007  00000000 00000001 0000 0002 2f64 00000001 0001 74"
+    "  00000001 00000000 0000000000000064 0000000000000000 00"
+)
 # v4 response, header v1 (correlation 7, tags): throttle 0, error 0, results compact [{error 0, "/d", topics
 # [{"t", [{0, 100, 0, false, tags}], tags}], total 4096, usable 2048, tags}], tags.
-LOG_DIRS_V4_RESP = h("00000007 00  00000000 0000 02 0000 03 2f64 02 02 74"
-                     "  02 00000000 0000000000000064 0000000000000000 00 00 00"
-                     "  0000000000001000 0000000000000800 00 00")
+LOG_DIRS_V4_RESP = h(
+    "00000007 00  00000000 0000 02 0000 03 2f64 02 02 74"
+    "  02 00000000 0000000000000064 0000000000000000 00 00 00"
+    "  0000000000001000 0000000000000800 00 00"
+)
 LOG_DIR_PARTITION = {"partition_index": 0, "partition_size": 100, "offset_lag": 0, "is_future_key": False}
 
 
@@ -57,8 +61,10 @@ def test_describe_log_dirs_requests() -> None:
     assert plain(_request(LOG_DIRS_V1_REQ)) == {"topics": [{"topic": "t", "partitions": [0, 1]}]}
     assert _request(LOG_DIRS_V1_ALL_REQ).topics is None
     assert _request(LOG_DIRS_V2_ALL_REQ).topics is None
-    assert encode_request(ApiKey.DESCRIBE_LOG_DIRS, 1, 1, "c", {"topics": [{"topic": "t", "partitions": [0, 1]}]}) \
+    assert (
+        encode_request(ApiKey.DESCRIBE_LOG_DIRS, 1, 1, "c", {"topics": [{"topic": "t", "partitions": [0, 1]}]})
         == LOG_DIRS_V1_REQ
+    )
     assert encode_request(ApiKey.DESCRIBE_LOG_DIRS, 2, 1, "c", {"topics": None}) == LOG_DIRS_V2_ALL_REQ
 
 
@@ -66,7 +72,10 @@ def test_describe_log_dirs_responses() -> None:
     result = {"error_code": 0, "log_dir": "/d", "topics": [{"name": "t", "partitions": [LOG_DIR_PARTITION]}]}
     v1 = decode_response(ApiKey.DESCRIBE_LOG_DIRS, 1, LOG_DIRS_V1_RESP)
     assert plain(v1) == {
-        "throttle_time_ms": 0, "error_code": 0, "results": [{**result, "total_bytes": -1, "usable_bytes": -1}]}
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "results": [{**result, "total_bytes": -1, "usable_bytes": -1}],
+    }
     v4 = decode_response(ApiKey.DESCRIBE_LOG_DIRS, 4, LOG_DIRS_V4_RESP)
     v4_result = {**result, "total_bytes": 4096, "usable_bytes": 2048}
     v4_body = {"throttle_time_ms": 0, "error_code": 0, "results": [v4_result]}
@@ -95,16 +104,39 @@ DELETE_ACLS_V2_RESP = h("00000007 00  00000000 02 0036 02 6d 02 0000 00 02 02 74
 
 def test_acl_requests() -> None:
     assert plain(_request(DESCRIBE_ACLS_V1_REQ)) == {
-        "resource_type_filter": 2, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None,
-        "host_filter": None, "operation": 1, "permission_type": 1}
-    creation = {"resource_type": 7, "resource_name": "u", "resource_pattern_type": 3, "principal": "User:a",
-                "host": "*", "operation": 3, "permission_type": 3}
+        "resource_type_filter": 2,
+        "resource_name_filter": None,
+        "pattern_type_filter": 1,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    }
+    creation = {
+        "resource_type": 7,
+        "resource_name": "u",
+        "resource_pattern_type": 3,
+        "principal": "User:a",
+        "host": "*",
+        "operation": 3,
+        "permission_type": 3,
+    }
     assert plain(_request(CREATE_ACLS_V3_REQ)) == {"creations": [creation]}
     assert encode_request(ApiKey.CREATE_ACLS, 3, 1, "c", {"creations": [creation]}) == CREATE_ACLS_V3_REQ
     deleted = plain(_request(DELETE_ACLS_V1_REQ))
-    assert deleted == {"filters": [{"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
-                                    "principal_filter": None, "host_filter": None, "operation": 1,
-                                    "permission_type": 1}]}
+    assert deleted == {
+        "filters": [
+            {
+                "resource_type_filter": 1,
+                "resource_name_filter": None,
+                "pattern_type_filter": 1,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            }
+        ]
+    }
     assert encode_request(ApiKey.DELETE_ACLS, 1, 1, "c", deleted) == DELETE_ACLS_V1_REQ
 
 
@@ -115,10 +147,21 @@ def test_acl_responses() -> None:
     created = {"throttle_time_ms": 0, "results": [{"error_code": 54, "error_message": "x"}] * 2}
     assert plain(decode_response(ApiKey.CREATE_ACLS, 1, CREATE_ACLS_V1_RESP)) == created
     assert _response_bytes(ApiKey.CREATE_ACLS, 1, created) == CREATE_ACLS_V1_RESP
-    acl = {"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t", "pattern_type": 3,
-           "principal": "p", "host": "*", "operation": 4, "permission_type": 3}
-    deleted = {"throttle_time_ms": 0,
-               "filter_results": [{"error_code": 54, "error_message": "m", "matching_acls": [acl]}]}
+    acl = {
+        "error_code": 0,
+        "error_message": None,
+        "resource_type": 2,
+        "resource_name": "t",
+        "pattern_type": 3,
+        "principal": "p",
+        "host": "*",
+        "operation": 4,
+        "permission_type": 3,
+    }
+    deleted = {
+        "throttle_time_ms": 0,
+        "filter_results": [{"error_code": 54, "error_message": "m", "matching_acls": [acl]}],
+    }
     assert plain(decode_response(ApiKey.DELETE_ACLS, 2, DELETE_ACLS_V2_RESP)) == deleted
     assert _response_bytes(ApiKey.DELETE_ACLS, 2, deleted) == DELETE_ACLS_V2_RESP
 
@@ -138,8 +181,11 @@ ELECT_V2_RESP = h("00000007 00  00000000 0000 02 02 74 01 00 00")
 
 def test_elect_leaders_requests() -> None:
     v0 = _request(ELECT_V0_REQ)
-    assert plain(v0) == {"election_type": 0, "topic_partitions": [{"topic": "t", "partitions": [0]}],
-                         "timeout_ms": 60000}
+    assert plain(v0) == {
+        "election_type": 0,
+        "topic_partitions": [{"topic": "t", "partitions": [0]}],
+        "timeout_ms": 60000,
+    }
     assert encode_request(ApiKey.ELECT_LEADERS, 0, 1, "c", plain(v0)) == ELECT_V0_REQ
     v2 = _request(ELECT_V2_REQ)
     assert (v2.election_type, v2.topic_partitions, v2.timeout_ms) == (1, None, 60000)
@@ -169,8 +215,9 @@ LIST_REASSIGN_ALL_REQ = h("002e 0000 00000001 0001 63 00  0000ea60 00 00")
 LIST_REASSIGN_RESP = h("00000007 00  00000000 0000 00 02 02 74 02 00000000 02 00000001 01 01 00 00 00")
 # AlterPartitionReassignments v0 request: timeout 60000, topics [{"t", partitions [{0, replicas [1], tags},
 # {1, replicas null (cancel), tags}], tags}], tags.
-ALTER_REASSIGN_REQ = h("002d 0000 00000001 0001 63 00  0000ea60 02 02 74 03 00000000 02 00000001 00"
-                       "  00000001 00 00 00 00")
+ALTER_REASSIGN_REQ = h(
+    "002d 0000 00000001 0001 63 00  0000ea60 02 02 74 03 00000000 02 00000001 00  00000001 00 00 00 00"
+)
 # AlterPartitionReassignments v0 response: throttle 0, error 0, message null, responses [{"t", partitions
 # [{0, error 39, "m", tags}], tags}], tags.
 ALTER_REASSIGN_RESP = h("00000007 00  00000000 0000 00 02 02 74 02 00000000 0027 02 6d 00 00 00")
@@ -180,22 +227,38 @@ def test_partition_reassignment_requests() -> None:
     listed = _request(LIST_REASSIGN_REQ)
     assert plain(listed) == {"timeout_ms": 60000, "topics": [{"name": "t", "partition_indexes": [0]}]}
     assert _request(LIST_REASSIGN_ALL_REQ).topics is None
-    assert encode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 1, "c", {"timeout_ms": 60000}) \
-        == LIST_REASSIGN_ALL_REQ  # topics defaults to null
+    assert (
+        encode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 1, "c", {"timeout_ms": 60000}) == LIST_REASSIGN_ALL_REQ
+    )  # topics defaults to null
     altered = plain(_request(ALTER_REASSIGN_REQ))
-    assert altered == {"timeout_ms": 60000, "topics": [{"name": "t", "partitions": [
-        {"partition_index": 0, "replicas": [1]}, {"partition_index": 1, "replicas": None}]}]}
+    assert altered == {
+        "timeout_ms": 60000,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [{"partition_index": 0, "replicas": [1]}, {"partition_index": 1, "replicas": None}],
+            }
+        ],
+    }
     assert encode_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, "c", altered) == ALTER_REASSIGN_REQ
 
 
 def test_partition_reassignment_responses() -> None:
     ongoing = {"partition_index": 0, "replicas": [1], "adding_replicas": [], "removing_replicas": []}
-    listed = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-              "topics": [{"name": "t", "partitions": [ongoing]}]}
+    listed = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "topics": [{"name": "t", "partitions": [ongoing]}],
+    }
     assert plain(decode_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, LIST_REASSIGN_RESP)) == listed
     assert _response_bytes(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listed) == LIST_REASSIGN_RESP
-    altered = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
-        {"name": "t", "partitions": [{"partition_index": 0, "error_code": 39, "error_message": "m"}]}]}
+    altered = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "responses": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 39, "error_message": "m"}]}],
+    }
     assert plain(decode_response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, ALTER_REASSIGN_RESP)) == altered
     assert _response_bytes(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, altered) == ALTER_REASSIGN_RESP
 

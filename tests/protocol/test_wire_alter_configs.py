@@ -46,26 +46,50 @@ ALTER_V2_RESP = h("00000004 00  00000000  02 0000 00 04 02 31 00  00")
 def test_incremental_alter_configs_v1_request() -> None:
     header = decode_request_header(INCREMENTAL_V1_REQ, DECLARED_VERSIONS)
     body = decode_request(header, INCREMENTAL_V1_REQ)
-    assert plain(body) == {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
-        {"name": "retention.ms", "config_operation": 0, "value": "1000"},
-        {"name": "cleanup.policy", "config_operation": 1, "value": None}]}], "validate_only": True}
+    assert plain(body) == {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [
+                    {"name": "retention.ms", "config_operation": 0, "value": "1000"},
+                    {"name": "cleanup.policy", "config_operation": 1, "value": None},
+                ],
+            }
+        ],
+        "validate_only": True,
+    }
     assert encode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 3, "c", body) == INCREMENTAL_V1_REQ
 
 
 def test_alter_configs_v0_request() -> None:
     header = decode_request_header(ALTER_V0_REQ, DECLARED_VERSIONS)
     body = decode_request(header, ALTER_V0_REQ)
-    assert plain(body) == {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
-        {"name": "retention.ms", "value": "1000"}]}], "validate_only": False}
+    assert plain(body) == {
+        "resources": [
+            {"resource_type": 2, "resource_name": "t", "configs": [{"name": "retention.ms", "value": "1000"}]}
+        ],
+        "validate_only": False,
+    }
     assert encode_request(ApiKey.ALTER_CONFIGS, 0, 4, "c", body) == ALTER_V0_REQ
 
 
 def test_responses() -> None:
     for key, version, correlation, data, entry in (
-        (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 3, INCREMENTAL_V1_RESP,
-         {"error_code": 40, "error_message": "x", "resource_type": 2, "resource_name": "t"}),
-        (ApiKey.ALTER_CONFIGS, 2, 4, ALTER_V2_RESP,
-         {"error_code": 0, "error_message": None, "resource_type": 4, "resource_name": "1"}),
+        (
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            3,
+            INCREMENTAL_V1_RESP,
+            {"error_code": 40, "error_message": "x", "resource_type": 2, "resource_name": "t"},
+        ),
+        (
+            ApiKey.ALTER_CONFIGS,
+            2,
+            4,
+            ALTER_V2_RESP,
+            {"error_code": 0, "error_message": None, "resource_type": 4, "resource_name": "1"},
+        ),
     ):
         body = {"throttle_time_ms": 0, "responses": [entry]}
         header = decode_request_header(encode_request(key, version, correlation, None, {}), DECLARED_VERSIONS)

@@ -22,11 +22,19 @@ def _roundtrip_request(key: ApiKey, version: int, body: dict) -> object:
 
 
 def test_fetch_v4_request_defaults() -> None:
-    body = _roundtrip_request(ApiKey.FETCH, 4, {
-        "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1000, "isolation_level": 1,
-        "topics": [{"topic": "t", "partitions": [
-            {"partition": 0, "fetch_offset": 10, "partition_max_bytes": 99}]}],
-        "session_id": 77, "rack_id": "ignored in v4"})
+    body = _roundtrip_request(
+        ApiKey.FETCH,
+        4,
+        {
+            "max_wait_ms": 500,
+            "min_bytes": 1,
+            "max_bytes": 1000,
+            "isolation_level": 1,
+            "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 10, "partition_max_bytes": 99}]}],
+            "session_id": 77,
+            "rack_id": "ignored in v4",
+        },
+    )
     assert body.isolation_level == 1 and body.max_bytes == 1000
     assert body.session_id == 0 and body.session_epoch == -1  # v7+
     assert body.rack_id == "" and body.cluster_id is None and body.forgotten_topics_data == []
@@ -39,9 +47,26 @@ def test_fetch_v4_request_defaults() -> None:
 def test_produce_response_v0_defaults() -> None:
     frame = encode_request(ApiKey.PRODUCE, 0, 5, "c", {"acks": 1, "timeout_ms": 1, "topic_data": []})
     header = decode_request_header(frame)
-    data = encode_response(header, {"responses": [{"name": "t", "partition_responses": [
-        {"index": 0, "error_code": 0, "base_offset": 42, "log_append_time_ms": 123, "error_message": "x"}]}],
-        "throttle_time_ms": 9})
+    data = encode_response(
+        header,
+        {
+            "responses": [
+                {
+                    "name": "t",
+                    "partition_responses": [
+                        {
+                            "index": 0,
+                            "error_code": 0,
+                            "base_offset": 42,
+                            "log_append_time_ms": 123,
+                            "error_message": "x",
+                        }
+                    ],
+                }
+            ],
+            "throttle_time_ms": 9,
+        },
+    )
     body = decode_response(ApiKey.PRODUCE, 0, data)
     part = body.responses[0].partition_responses[0]
     assert part.base_offset == 42

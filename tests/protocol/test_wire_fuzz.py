@@ -75,7 +75,7 @@ def test_truncations_and_mutations(case: tuple[ApiKey, int], data: st.DataObject
     for valid, is_request in ((_valid_request(key, version), True), (_valid_response(key, version), False)):
         cut = data.draw(st.integers(0, len(valid) - 1))
         pos = data.draw(st.integers(0, len(valid) - 1))
-        flipped = valid[:pos] + bytes([valid[pos] ^ data.draw(st.integers(1, 255))]) + valid[pos + 1:]
+        flipped = valid[:pos] + bytes([valid[pos] ^ data.draw(st.integers(1, 255))]) + valid[pos + 1 :]
         for frame in (valid[:cut], flipped, valid + b"\x00"):
             if is_request:
                 _try_request(frame)
@@ -106,8 +106,7 @@ def test_huge_array_count_is_rejected_before_allocating() -> None:
     flexible = bytes.fromhex("0003 0009 00000001 ffff 00") + bytes.fromhex("feffffff0f")
     with pytest.raises(DecodeError):
         decode_request(decode_request_header(flexible), flexible)
-    records = bytes.fromhex("0000 0003 00000001 ffff ffff ffff 00007530"
-                            "00000001 0001 74 00000001 00000000 7fffffff")
+    records = bytes.fromhex("0000 0003 00000001 ffff ffff ffff 0000753000000001 0001 74 00000001 00000000 7fffffff")
     with pytest.raises(DecodeError, match="exceeds"):
         decode_request(decode_request_header(records), records)
 

@@ -36,8 +36,7 @@ METADATA_V1_REQ = h("0003 0001 00000002 ffff 00000001 0001 61")
 # Metadata v1 request asking for all topics: null array.
 METADATA_V1_ALL = h("0003 0001 00000002 ffff ffffffff")
 # Produce v3: transactional_id null, acks -1, timeout 30000, [ "t": [ index 0, records 01 02 03 ] ].
-PRODUCE_V3_REQ = h("0000 0003 00000009 0001 63  ffff ffff 00007530"
-                   "00000001 0001 74 00000001 00000000 00000003 010203")
+PRODUCE_V3_REQ = h("0000 0003 00000009 0001 63  ffff ffff 0000753000000001 0001 74 00000001 00000000 00000003 010203")
 # Metadata v9 request (flexible), header v2 with client_id "cli" and header tags {tag 7: 1 byte},
 # topics compact [ {name "a", tags 0} ], allow_auto_topic_creation true,
 # include_cluster_authorized_operations and include_topic_authorized_operations false,
@@ -68,8 +67,13 @@ def test_api_versions_v3_request_and_response() -> None:
     body = decode_request(header, API_VERSIONS_V3_REQ)
     assert (body.client_software_name, body.client_software_version) == ("oncelog", "1.0")
     assert encode_request(ApiKey.API_VERSIONS, 3, 5, "ab", body) == API_VERSIONS_V3_REQ
-    resp = {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}],
-            "throttle_time_ms": 0, "finalized_features_epoch": 5, "zk_migration_ready": False}
+    resp = {
+        "error_code": 0,
+        "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}],
+        "throttle_time_ms": 0,
+        "finalized_features_epoch": 5,
+        "zk_migration_ready": False,
+    }
     assert encode_response(header, resp) == API_VERSIONS_V3_RESP
     decoded = decode_response(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3_RESP)
     assert decoded.finalized_features_epoch == 5
@@ -95,8 +99,12 @@ def test_produce_v3_request() -> None:
     assert body.transactional_id is None and body.acks == -1 and body.timeout_ms == 30000
     assert body.topic_data[0].name == "t"
     assert body.topic_data[0].partition_data[0].records == b"\x01\x02\x03"
-    again = {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
-             "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"\x01\x02\x03"}]}]}
+    again = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"\x01\x02\x03"}]}],
+    }
     assert encode_request(ApiKey.PRODUCE, 3, 9, "c", again) == PRODUCE_V3_REQ
 
 
@@ -109,7 +117,8 @@ def test_flexible_metadata_v9_request_with_unknown_tags() -> None:
     assert body.include_topic_authorized_operations is False
     # re-encoding drops the unknown tags: empty header and body tag sections
     assert encode_request(ApiKey.METADATA, 9, 3, "cli", body) == h(
-        "0003 0009 00000003 0003 636c69 00  02 02 61 00  01 00 00  00")
+        "0003 0009 00000003 0003 636c69 00  02 02 61 00  01 00 00  00"
+    )
 
 
 def test_response_header_v1_for_flexible_metadata() -> None:

@@ -9,8 +9,9 @@ from wire_samples import plain
 
 # CreatePartitions v1 (classic), header v1 with client_id "c": topics [{"t", count 3, assignments [[1]]}],
 # timeout 30000, validate_only true.
-CREATE_PARTITIONS_V1_REQ = h("0025 0001 00000001 0001 63  00000001 0001 74 00000003 00000001 00000001 00000001"
-                             "  00007530 01")
+CREATE_PARTITIONS_V1_REQ = h(
+    "0025 0001 00000001 0001 63  00000001 0001 74 00000003 00000001 00000001 00000001  00007530 01"
+)
 # CreatePartitions v2 (flexible), header v2 (empty tags): topics compact [{"t", count 3, assignments null,
 # tags}], timeout 30000, validate_only false, tags.
 CREATE_PARTITIONS_V2_REQ = h("0025 0002 00000001 0001 63 00  02 02 74 00000003 00 00  00007530 00 00")
@@ -23,8 +24,9 @@ DESCRIBE_CLUSTER_V0_REQ = h("003c 0000 00000001 0001 63 00  01 00")
 DESCRIBE_CLUSTER_V1_REQ = h("003c 0001 00000001 0001 63 00  00 02 00")
 # DescribeCluster v1 response, header v1: throttle 0, error 0, message null, endpoint_type 1, cluster_id "ab",
 # controller 1, brokers compact [{1, "h", 9092, rack null, tags}], authorized operations INT32_MIN, tags.
-DESCRIBE_CLUSTER_V1_RESP = h("00000007 00  00000000 0000 00 01 03 6162 00000001"
-                             "  02 00000001 02 68 00002384 00 00  80000000 00")
+DESCRIBE_CLUSTER_V1_RESP = h(
+    "00000007 00  00000000 0000 00 01 03 6162 00000001  02 00000001 02 68 00002384 00 00  80000000 00"
+)
 
 
 def test_create_partitions_requests() -> None:
@@ -35,8 +37,7 @@ def test_create_partitions_requests() -> None:
         "validate_only": True,
     }
     v2 = _request(CREATE_PARTITIONS_V2_REQ)
-    assert (v2.topics[0].name, v2.topics[0].count, v2.topics[0].assignments, v2.validate_only) == (
-        "t", 3, None, False)
+    assert (v2.topics[0].name, v2.topics[0].count, v2.topics[0].assignments, v2.validate_only) == ("t", 3, None, False)
     assert encode_request(ApiKey.CREATE_PARTITIONS, 1, 1, "c", plain(v1)) == CREATE_PARTITIONS_V1_REQ
     assert encode_request(ApiKey.CREATE_PARTITIONS, 2, 1, "c", plain(v2)) == CREATE_PARTITIONS_V2_REQ
 

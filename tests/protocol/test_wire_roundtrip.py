@@ -27,23 +27,51 @@ def test_supported_is_subset_of_declared() -> None:
 
 def test_advertised_versions_change_only_on_purpose() -> None:
     assert SUPPORTED_VERSIONS == {
-        ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (0, 9), ApiKey.PRODUCE: (0, 9), ApiKey.FETCH: (4, 12),
-        ApiKey.LIST_OFFSETS: (1, 7), ApiKey.INIT_PRODUCER_ID: (0, 4), ApiKey.CREATE_TOPICS: (0, 5),
-        ApiKey.DELETE_TOPICS: (0, 4), ApiKey.DESCRIBE_CONFIGS: (0, 4), ApiKey.ALTER_CONFIGS: (0, 2),
-        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1), ApiKey.DELETE_RECORDS: (0, 2),
-        ApiKey.FIND_COORDINATOR: (0, 4), ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-        ApiKey.END_TXN: (0, 5), ApiKey.WRITE_TXN_MARKERS: (0, 1),
-        ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.LIST_TRANSACTIONS: (0, 1),
-        ApiKey.JOIN_GROUP: (0, 7), ApiKey.SYNC_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 4),
-        ApiKey.OFFSET_COMMIT: (2, 8), ApiKey.OFFSET_FETCH: (1, 7), ApiKey.OFFSET_DELETE: (0, 0),
+        ApiKey.API_VERSIONS: (0, 3),
+        ApiKey.METADATA: (0, 9),
+        ApiKey.PRODUCE: (0, 9),
+        ApiKey.FETCH: (4, 12),
+        ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.CREATE_TOPICS: (0, 5),
+        ApiKey.DELETE_TOPICS: (0, 4),
+        ApiKey.DESCRIBE_CONFIGS: (0, 4),
+        ApiKey.ALTER_CONFIGS: (0, 2),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.DELETE_RECORDS: (0, 2),
+        ApiKey.FIND_COORDINATOR: (0, 4),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+        ApiKey.END_TXN: (0, 5),
+        ApiKey.WRITE_TXN_MARKERS: (0, 1),
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 1),
+        ApiKey.JOIN_GROUP: (0, 7),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 4),
+        ApiKey.OFFSET_COMMIT: (2, 8),
+        ApiKey.OFFSET_FETCH: (1, 7),
+        ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DESCRIBE_GROUPS: (0, 5),
-        ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 2), ApiKey.TXN_OFFSET_COMMIT: (0, 3),
-        ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DESCRIBE_CLUSTER: (0, 1),
-        ApiKey.DESCRIBE_LOG_DIRS: (1, 4), ApiKey.DESCRIBE_ACLS: (1, 3), ApiKey.CREATE_ACLS: (1, 3),
-        ApiKey.DELETE_ACLS: (1, 3), ApiKey.ELECT_LEADERS: (0, 2), ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
-        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0), ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
-        ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2),
-        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.LIST_GROUPS: (0, 4),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+        ApiKey.CREATE_PARTITIONS: (0, 3),
+        ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+        ApiKey.DESCRIBE_ACLS: (1, 3),
+        ApiKey.CREATE_ACLS: (1, 3),
+        ApiKey.DELETE_ACLS: (1, 3),
+        ApiKey.ELECT_LEADERS: (0, 2),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.SASL_HANDSHAKE: (0, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     }
 
 
@@ -55,15 +83,19 @@ def test_request_round_trip(key: ApiKey, version: int, variant: int) -> None:
     frame = encode_request(key, version, 42, "client-ü", body)
     header = decode_request_header(frame, DECLARED_VERSIONS)
     assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
-        key, version, 42, "client-ü")
+        key,
+        version,
+        42,
+        "client-ü",
+    )
     decoded = decode_request(header, frame)
     assert plain(decoded) == expected(schema.fields, version, body)
     # canonical: re-encoding the decoded object gives the same bytes
     assert encode_request(key, version, 42, "client-ü", decoded) == frame
     # the interpreted (uncompiled) construct agrees with the compiled one
     interp = schema.construct(version, compiled=False)
-    assert plain(interp.parse(frame[header.header_size:])) == plain(decoded)
-    assert interp.build(body) == frame[header.header_size:]
+    assert plain(interp.parse(frame[header.header_size :])) == plain(decoded)
+    assert interp.build(body) == frame[header.header_size :]
 
 
 @pytest.mark.parametrize("variant", [0, 1, 2])
@@ -85,8 +117,11 @@ def test_response_round_trip(key: ApiKey, version: int, variant: int) -> None:
 
 
 def test_decoded_container_has_attribute_access() -> None:
-    body = {"acks": 1, "timeout_ms": 5, "topic_data": [{"name": "t", "partition_data": [
-        {"index": 3, "records": memoryview(b"abc")}]}]}
+    body = {
+        "acks": 1,
+        "timeout_ms": 5,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 3, "records": memoryview(b"abc")}]}],
+    }
     frame = encode_request(ApiKey.PRODUCE, 7, 1, "c", body)
     decoded = decode_request(decode_request_header(frame), frame)
     assert decoded.topic_data[0].partition_data[0].index == 3

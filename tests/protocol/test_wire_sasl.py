@@ -128,7 +128,9 @@ def test_alter_user_scram_credentials() -> None:
     }
     assert plain(_request(ALTER_REQ)) == request
     assert encode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 1, "c", request) == ALTER_REQ
-    body = {"throttle_time_ms": 0, "results": [{"user": "alice", "error_code": 93,
-                                                "error_message": "Too few iterations"}]}
+    body = {
+        "throttle_time_ms": 0,
+        "results": [{"user": "alice", "error_code": 93, "error_message": "Too few iterations"}],
+    }
     assert plain(decode_response(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, ALTER_RESP)) == body
     assert _response_bytes(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, body) == ALTER_RESP

@@ -45,8 +45,9 @@ DESCRIBE_PRODUCERS_V0_RESP = h("""
 """)
 
 # AddPartitionsToTxn v3 request (flexible): id "tx", pid 1000, epoch 5, topics [{"t", [0, 1]}].
-ADD_PARTITIONS_V3_REQ = h("0018 0003 00000003 0001 63 00  03 7478 00000000000003e8 0005"
-                          "02 02 74 03 00000000 00000001 00  00")
+ADD_PARTITIONS_V3_REQ = h(
+    "0018 0003 00000003 0001 63 00  03 7478 00000000000003e8 000502 02 74 03 00000000 00000001 00  00"
+)
 
 
 def test_list_transactions_v1_request() -> None:
@@ -61,10 +62,21 @@ def test_list_transactions_v1_request() -> None:
 
 
 def test_describe_transactions_v0_response() -> None:
-    body = {"throttle_time_ms": 0, "transaction_states": [{
-        "error_code": 0, "transactional_id": "tx", "transaction_state": "Ongoing", "transaction_timeout_ms": 60000,
-        "transaction_start_time_ms": 1700000000000, "producer_id": 1000, "producer_epoch": 5,
-        "topics": [{"topic": "t", "partitions": [0]}]}]}
+    body = {
+        "throttle_time_ms": 0,
+        "transaction_states": [
+            {
+                "error_code": 0,
+                "transactional_id": "tx",
+                "transaction_state": "Ongoing",
+                "transaction_timeout_ms": 60000,
+                "transaction_start_time_ms": 1700000000000,
+                "producer_id": 1000,
+                "producer_epoch": 5,
+                "topics": [{"topic": "t", "partitions": [0]}],
+            }
+        ],
+    }
     req = encode_request(ApiKey.DESCRIBE_TRANSACTIONS, 0, 7, None, {"transactional_ids": ["tx"]})
     header = decode_request_header(req, DECLARED_VERSIONS)
     assert decode_request(header, req).transactional_ids == ["tx"]
@@ -73,19 +85,44 @@ def test_describe_transactions_v0_response() -> None:
 
 
 def test_describe_producers_v0_response_has_int32_epoch() -> None:
-    producer = {"producer_id": 1000, "producer_epoch": 5, "last_sequence": 9, "last_timestamp": 1700000000000,
-                "coordinator_epoch": 2, "current_txn_start_offset": -1}
-    body = {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [{
-        "partition_index": 0, "error_code": 0, "error_message": None, "active_producers": [producer]}]}]}
-    req = encode_request(ApiKey.DESCRIBE_PRODUCERS, 0, 7, None,
-                         {"topics": [{"name": "t", "partition_indexes": [0]}]})
+    producer = {
+        "producer_id": 1000,
+        "producer_epoch": 5,
+        "last_sequence": 9,
+        "last_timestamp": 1700000000000,
+        "coordinator_epoch": 2,
+        "current_txn_start_offset": -1,
+    }
+    body = {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {"partition_index": 0, "error_code": 0, "error_message": None, "active_producers": [producer]}
+                ],
+            }
+        ],
+    }
+    req = encode_request(ApiKey.DESCRIBE_PRODUCERS, 0, 7, None, {"topics": [{"name": "t", "partition_indexes": [0]}]})
     header = decode_request_header(req, DECLARED_VERSIONS)
     assert plain(decode_request(header, req)) == {"topics": [{"name": "t", "partition_indexes": [0]}]}
     assert encode_response(header, body) == DESCRIBE_PRODUCERS_V0_RESP
     assert plain(decode_response(ApiKey.DESCRIBE_PRODUCERS, 0, DESCRIBE_PRODUCERS_V0_RESP)) == body
     # defaults: only the required fields given
-    minimal = {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "active_producers": [
-        {"producer_id": 1000, "producer_epoch": 5, "coordinator_epoch": 2}]}]}]}
+    minimal = {
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "active_producers": [{"producer_id": 1000, "producer_epoch": 5, "coordinator_epoch": 2}],
+                    }
+                ],
+            }
+        ]
+    }
     decoded = decode_response(ApiKey.DESCRIBE_PRODUCERS, 0, encode_response(header, minimal))
     got = decoded.topics[0].partitions[0].active_producers[0]
     assert (got.last_sequence, got.last_timestamp, got.current_txn_start_offset) == (-1, -1, -1)
@@ -95,9 +132,12 @@ def test_describe_producers_v0_response_has_int32_epoch() -> None:
 def test_add_partitions_to_txn_v3_request() -> None:
     header = decode_request_header(ADD_PARTITIONS_V3_REQ, DECLARED_VERSIONS)
     body = decode_request(header, ADD_PARTITIONS_V3_REQ)
-    assert plain(body) == {"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 1000,
-                           "v3_and_below_producer_epoch": 5,
-                           "v3_and_below_topics": [{"name": "t", "partitions": [0, 1]}]}
+    assert plain(body) == {
+        "v3_and_below_transactional_id": "tx",
+        "v3_and_below_producer_id": 1000,
+        "v3_and_below_producer_epoch": 5,
+        "v3_and_below_topics": [{"name": "t", "partitions": [0, 1]}],
+    }
     assert encode_request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, 3, "c", body) == ADD_PARTITIONS_V3_REQ
 
 

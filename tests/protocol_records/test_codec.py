@@ -98,9 +98,7 @@ def test_golden_bytes_decode() -> None:
     assert (header.base_timestamp, header.max_timestamp) == (1000, 1005)
 
 
-@pytest.mark.parametrize(
-    "value", [0, 1, -1, 63, -64, 64, 300, -300, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)]
-)
+@pytest.mark.parametrize("value", [0, 1, -1, 63, -64, 64, 300, -300, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)])
 def test_varint_round_trip(value: int) -> None:
     raw = encode_varint(value)
     assert decode_varint(raw + b"\xff", 0) == (value, len(raw))
@@ -303,9 +301,7 @@ records_st = st.lists(
 @given(records_st, st.sampled_from(list(Compression)), st.integers(0, 2**40))
 def test_property_round_trip(records: list[SimpleRecord], codec: Compression, base: int) -> None:
     header, decoded = decode_batch(encode_batch(records, base_offset=base, compression=codec))
-    assert decoded == [
-        Record(base + i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(records)
-    ]
+    assert decoded == [Record(base + i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(records)]
     assert header.max_timestamp == max(r.timestamp for r in records)
 
 
@@ -327,9 +323,7 @@ def test_fuzz_sealed_records_section_only_invalid_batch_error(body: bytes, codec
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.sampled_from(list(Compression)[1:]), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)))
-)
+@given(st.sampled_from(list(Compression)[1:]), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255))))
 def test_fuzz_mutated_compressed_batches(codec: Compression, flips: list[tuple[int, int]]) -> None:
     buf = encode_batch(SAMPLE[:4], compression=codec)
     body = bytearray(buf[61:])

@@ -96,14 +96,7 @@ def _lz4_frame_with_content_size(data: bytes) -> bytes:
     descriptor = bytes((0x60 | 0x08, 0x40)) + struct.pack("<Q", len(data))
     block = bytes(cramjam.lz4.compress_block(data, store_size=False))
     hc = (xxh32(descriptor) >> 8) & 0xFF
-    return (
-        struct.pack("<I", 0x184D2204)
-        + descriptor
-        + bytes((hc,))
-        + struct.pack("<I", len(block))
-        + block
-        + bytes(4)
-    )
+    return struct.pack("<I", 0x184D2204) + descriptor + bytes((hc,)) + struct.pack("<I", len(block)) + block + bytes(4)
 
 
 def test_lz4_reads_content_size_and_checks_header_checksum() -> None:
@@ -144,9 +137,7 @@ def test_decompression_bomb_guard(codec: Compression) -> None:
 
 
 @pytest.mark.parametrize("codec", [c for c in Compression if c != Compression.NONE])
-@pytest.mark.parametrize(
-    "garbage", [b"", b"\x00", b"\xff" * 40, XERIAL_MAGIC + b"\x00" * 12 + b"\x7f\xff\xff\xff"]
-)
+@pytest.mark.parametrize("garbage", [b"", b"\x00", b"\xff" * 40, XERIAL_MAGIC + b"\x00" * 12 + b"\x7f\xff\xff\xff"])
 def test_garbage_raises_decompression_error(codec: Compression, garbage: bytes) -> None:
     if codec == Compression.SNAPPY and garbage == b"\x00":
         assert decompress(codec, garbage) == b""  # a valid raw snappy block of length 0

@@ -25,9 +25,7 @@ def _varint(value: int) -> bytes:
 
 
 def _record(offset_delta: int, value: bytes) -> bytes:
-    body = (
-        b"\x00" + _varint(0) + _varint(offset_delta) + _varint(-1) + _varint(len(value)) + value + _varint(0)
-    )
+    body = b"\x00" + _varint(0) + _varint(offset_delta) + _varint(-1) + _varint(len(value)) + value + _varint(0)
     return _varint(len(body)) + body
 
 
@@ -44,9 +42,7 @@ def make_batch(
     value: bytes | None = None,
 ) -> bytes:
     """A v2 batch of ``count`` records, each ``value_size`` bytes (or ``value``), stamped ``timestamp``."""
-    records = b"".join(
-        _record(i, value if value is not None else bytes([i % 256]) * value_size) for i in range(count)
-    )
+    records = b"".join(_record(i, value if value is not None else bytes([i % 256]) * value_size) for i in range(count))
     length = _HEADER.size - 12 + len(records)
     header = bytearray(
         _HEADER.pack(
@@ -81,9 +77,7 @@ def control_batch(
     """An end-transaction marker batch (key: version 0, type 1 commit / 0 abort)."""
     key = struct.pack(">hh", 0, 1 if commit else 0)
     value = struct.pack(">hi", 0, coordinator_epoch)
-    body = (
-        b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key + _varint(len(value)) + value + _varint(0)
-    )
+    body = b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key + _varint(len(value)) + value + _varint(0)
     records = _varint(len(body)) + body
     length = _HEADER.size - 12 + len(records)
     header = bytearray(

@@ -138,7 +138,8 @@ def test_size_in_bytes_is_the_log_files_bytes(tmp_path: Path) -> None:
     assert log.size_in_bytes == _log_file_bytes(tmp_path / "t-0")
     log.close()
     assert PartitionLog.open(tmp_path / "t-0", SMALL, clean_shutdown=True).size_in_bytes == _log_file_bytes(
-        tmp_path / "t-0")
+        tmp_path / "t-0"
+    )
 
 
 def test_roll_by_time(tmp_path: Path) -> None:
@@ -181,9 +182,7 @@ def test_multi_batch_append_is_all_or_nothing(tmp_path: Path) -> None:
     with pytest.raises(InvalidRecordError):
         log.append(b"", now_ms=0)
     with pytest.raises(RecordTooLargeError):
-        open_log(tmp_path, LogConfig(max_message_bytes=100), name="u-0").append(
-            make_batch(1, value_size=200), now_ms=0
-        )
+        open_log(tmp_path, LogConfig(max_message_bytes=100), name="u-0").append(make_batch(1, value_size=200), now_ms=0)
     assert log.log_end_offset == 3
     assert log.active_segment.size == len(make_batch(3))
     assert offsets_of(log.read(0, 10**9)) == [(0, 2)]
@@ -495,8 +494,15 @@ def test_update_config_applies_without_reopening(tmp_path: Path) -> None:
     big = make_batch(30)
     log.append(big, now_ms=0)
     assert len(log.segments) == 1
-    log.update_config(LogConfig(segment_bytes=300, index_interval_bytes=100, max_message_bytes=len(big) - 1,
-                                retention_ms=1000, producer_id_expiration_ms=5))
+    log.update_config(
+        LogConfig(
+            segment_bytes=300,
+            index_interval_bytes=100,
+            max_message_bytes=len(big) - 1,
+            retention_ms=1000,
+            producer_id_expiration_ms=5,
+        )
+    )
     with pytest.raises(RecordTooLargeError):
         log.append(big, now_ms=0)
     fill(log, 1, ts=5000)  # the full segment rolls at the next append

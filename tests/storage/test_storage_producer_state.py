@@ -15,9 +15,7 @@ CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, producer_id_exp
 PID = 42
 
 
-def idem(
-    seq: int, count: int = 2, *, epoch: int = 0, pid: int = PID, ts: int = 1000, txn: bool = False
-) -> bytes:
+def idem(seq: int, count: int = 2, *, epoch: int = 0, pid: int = PID, ts: int = 1000, txn: bool = False) -> bytes:
     return make_batch(
         count,
         producer_id=pid,
@@ -235,7 +233,5 @@ def test_expiration(tmp_path: Path) -> None:
     log.append(idem(77), now_ms=0)  # expired producer: any sequence accepted again
     end = log.log_end_offset
     log.close()
-    reopened = PartitionLog.open(
-        tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True, now_ms=10**9
-    )
+    reopened = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True, now_ms=10**9)
     assert set(reopened.producer_state.producers) == {5}  # expired entries are skipped on load

@@ -20,15 +20,11 @@ BATCHES = 70
 
 def fill(log: PartitionLog, n: int) -> None:
     for i in range(n):
-        log.append(
-            make_batch(1 + i % 4, timestamp=10_000 + (i * 7919) % 500, value_size=5 + i % 13), now_ms=0
-        )
+        log.append(make_batch(1 + i % 4, timestamp=10_000 + (i * 7919) % 500, value_size=5 + i % 13), now_ms=0)
 
 
 def index_files(directory: Path) -> dict[str, bytes]:
-    return {
-        p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix in (".index", ".timeindex")
-    }
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix in (".index", ".timeindex")}
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +89,7 @@ def test_junk_after_last_batch_is_cut(pristine: Path, tmp_path: Path, tail: str)
     expected = index_files(directory)
     last = last_log_file(directory)
     size = last.stat().st_size
-    junk = {"garbage": random.Random(7).randbytes(5000), "zeros": bytes(4096), "short-header": b"\x00" * 30}[
-        tail
-    ]
+    junk = {"garbage": random.Random(7).randbytes(5000), "zeros": bytes(4096), "short-header": b"\x00" * 30}[tail]
     with open(last, "ab") as f:
         f.write(junk)
     log = PartitionLog.open(directory, CONFIG)

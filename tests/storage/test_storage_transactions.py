@@ -143,21 +143,27 @@ def test_malformed_markers_rejected(log: PartitionLog) -> None:
         log.append(_recrc(compressed), now_ms=0, origin=COORD)
     leader_change = encode_batch(
         [Record(0, 1000, struct.pack(">hh", 0, 2), b"\x00\x00", [])],
-        producer_id=1, producer_epoch=0, base_sequence=-1, transactional=True, control=True,
+        producer_id=1,
+        producer_epoch=0,
+        base_sequence=-1,
+        transactional=True,
+        control=True,
     )
     with pytest.raises(InvalidRecordError, match="not a transaction marker"):
         log.append(leader_change, now_ms=0, origin=COORD)
     short_value = encode_batch(
         [Record(0, 1000, struct.pack(">hh", 0, 1), b"\x00", [])],
-        producer_id=1, producer_epoch=0, base_sequence=-1, transactional=True, control=True,
+        producer_id=1,
+        producer_epoch=0,
+        base_sequence=-1,
+        transactional=True,
+        control=True,
     )
     with pytest.raises(InvalidRecordError):
         log.append(short_value, now_ms=0, origin=COORD)
     assert log.log_end_offset == 0
     # a control batch without a producer id (e.g. KRaft's LEADER_CHANGE) touches no producer state
-    no_pid = encode_batch(
-        [Record(0, 1000, struct.pack(">hh", 0, 2), b"\x00\x00", [])], control=True
-    )
+    no_pid = encode_batch([Record(0, 1000, struct.pack(">hh", 0, 2), b"\x00\x00", [])], control=True)
     log.append(no_pid, now_ms=0, origin=COORD)
     assert log.producer_state.producers == {}
 

@@ -148,8 +148,7 @@ class BrokerProcess:
             if time.monotonic() > end:
                 self.kill()
                 raise BrokerStartError(
-                    f"broker not accepting on {self.bootstrap} after {self.start_deadline_s}s:\n"
-                    f"{self.stderr_tail()}"
+                    f"broker not accepting on {self.bootstrap} after {self.start_deadline_s}s:\n{self.stderr_tail()}"
                 )
             time.sleep(0.05)
 

@@ -110,8 +110,15 @@ def commit_then_abort(conf: dict[str, str], topic: str, partitions: int, count: 
     producer.begin_transaction()
     producer.produce(topic, value=b"aborted", partition=0)
     producer.abort_transaction(DEADLINE_S)
-    consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4()}", "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            **conf,
+            "group.id": f"g-{uuid.uuid4()}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         values: list[bytes] = []

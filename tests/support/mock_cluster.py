@@ -91,9 +91,7 @@ class MockCluster:
         """Create ``name`` directly in the mock (bypassing the protocol); raises on a non-zero error code."""
         if self._lib is None or self._mcluster is None:
             raise RuntimeError("mock cluster not started")
-        err = self._lib.rd_kafka_mock_topic_create(
-            self._mcluster, name.encode(), partitions, replication_factor
-        )
+        err = self._lib.rd_kafka_mock_topic_create(self._mcluster, name.encode(), partitions, replication_factor)
         if err:
             raise RuntimeError(f"rd_kafka_mock_topic_create({name!r}) -> error {err}")
 

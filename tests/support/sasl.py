@@ -13,9 +13,11 @@ from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechani
 from .broker import BrokerProcess
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
-PLAIN_JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(
-    f'user_{name}="{password}"' for name, password in PLAIN_USERS.items()
-) + ";"
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    + " ".join(f'user_{name}="{password}"' for name, password in PLAIN_USERS.items())
+    + ";"
+)
 SASL_SETTINGS = {
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,

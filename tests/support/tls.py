@@ -129,9 +129,7 @@ def _certificate(
         )
     if server:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False,
         )
     return builder.sign(issuer_key, hashes.SHA256())
@@ -142,9 +140,7 @@ def _pem(cert: x509.Certificate) -> bytes:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey, password: str | None = None) -> bytes:
-    encryption = (
-        serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
-    )
+    encryption = serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
 
 

@@ -9,9 +9,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 DEADLINE_S = 15.0
 
 
-def wait_topic_visible(
-    admin: AdminClient, name: str, partitions: int, deadline_s: float = DEADLINE_S
-) -> None:
+def wait_topic_visible(admin: AdminClient, name: str, partitions: int, deadline_s: float = DEADLINE_S) -> None:
     """Block until metadata shows ``name`` with ``partitions`` partitions, or raise TimeoutError."""
     end = time.monotonic() + deadline_s
     last = None

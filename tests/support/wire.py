@@ -155,9 +155,7 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 class WireClient:
     """A blocking connection speaking request header v1 / response header v0."""
 
-    def __init__(
-        self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "oncelog-wire-test"
-    ) -> None:
+    def __init__(self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "oncelog-wire-test") -> None:
         host, _, port = bootstrap.split(",")[0].rpartition(":")
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.sock.settimeout(timeout)

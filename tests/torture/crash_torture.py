@@ -238,8 +238,10 @@ def resume_positions(bootstrap: str, partitions: int, txn_records: int) -> dict[
     """
     probe = _consumer(bootstrap, read_committed=True)
     try:
-        highs = {p: probe.get_watermark_offsets(TopicPartition(OUTPUT, p), timeout=OP_TIMEOUT_S)[1]
-                 for p in range(partitions)}
+        highs = {
+            p: probe.get_watermark_offsets(TopicPartition(OUTPUT, p), timeout=OP_TIMEOUT_S)[1]
+            for p in range(partitions)
+        }
     finally:
         probe.close()
     positions: dict[int, int] = {}
@@ -354,8 +356,11 @@ def torture(
         try:
             for i, threshold in enumerate(thresholds):
                 copier.allowed = int(threshold) + rng.randrange(1, 3 * txn_records)
-                _wait(lambda t=threshold: copier.copied >= t or copier.error is not None or not thread.is_alive(),
-                      120, f"copier stalled before kill {i} at {copier.copied}: {copier.last_failure}")
+                _wait(
+                    lambda t=threshold: copier.copied >= t or copier.error is not None or not thread.is_alive(),
+                    120,
+                    f"copier stalled before kill {i} at {copier.copied}: {copier.last_failure}",
+                )
                 if copier.error is not None:
                     raise copier.error
                 kill_started = time.monotonic()
@@ -368,8 +373,11 @@ def torture(
                     chaos.random_kill(rng)
                 log(f"    took {time.monotonic() - kill_started:.1f}s")
             copier.allowed = records
-            _wait(lambda: copier.done or copier.error is not None or not thread.is_alive(), 300,
-                  f"copier did not finish: {copier.copied}/{records}: {copier.last_failure}")
+            _wait(
+                lambda: copier.done or copier.error is not None or not thread.is_alive(),
+                300,
+                f"copier did not finish: {copier.copied}/{records}: {copier.last_failure}",
+            )
             if copier.error is not None:
                 raise copier.error
         finally:

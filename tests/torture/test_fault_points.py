@@ -141,8 +141,17 @@ def test_crash_after_offset_append_then_restart_serves_consistent_offsets(tmp_pa
     try:
         broker.start()
         create_topic_confluent(broker.bootstrap, "offs", 1)
-        body = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
-            {"name": "offs", "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]}
+        body = {
+            "group_id": "g",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [
+                {
+                    "name": "offs",
+                    "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}],
+                }
+            ],
+        }
         request_killing_the_broker(broker, ApiKey.OFFSET_COMMIT, 2, body)
 
         broker.env = {}

@@ -47,8 +47,7 @@ class Op:
 
 def _records(rng: random.Random, count: int, ts: int) -> list[SimpleRecord]:
     return [
-        SimpleRecord(b"k%d" % rng.randrange(100), rng.randbytes(rng.randrange(1, 60)), [], ts + i)
-        for i in range(count)
+        SimpleRecord(b"k%d" % rng.randrange(100), rng.randbytes(rng.randrange(1, 60)), [], ts + i) for i in range(count)
     ]
 
 
@@ -68,21 +67,34 @@ def workload(rng: random.Random, steps: int) -> list[Op]:
             pid = rng.choice((1, 2, 3))
             seq = sequences.get(pid, 0)
             sequences[pid] = seq + count
-            ops.append(Op(IDEMPOTENT, encode_batch(_records(rng, count, ts), producer_id=pid, producer_epoch=0,
-                                                   base_sequence=seq)))
+            ops.append(
+                Op(
+                    IDEMPOTENT,
+                    encode_batch(_records(rng, count, ts), producer_id=pid, producer_epoch=0, base_sequence=seq),
+                )
+            )
         elif roll < 0.7:
             pid = rng.choice((10, 11, 12))
             seq = sequences.get(pid, 0)
             sequences[pid] = seq + count
             open_txns.add(pid)
-            ops.append(Op(TXN_DATA, encode_batch(_records(rng, count, ts), producer_id=pid, producer_epoch=0,
-                                                 base_sequence=seq, transactional=True)))
+            ops.append(
+                Op(
+                    TXN_DATA,
+                    encode_batch(
+                        _records(rng, count, ts),
+                        producer_id=pid,
+                        producer_epoch=0,
+                        base_sequence=seq,
+                        transactional=True,
+                    ),
+                )
+            )
         elif roll < 0.85 and open_txns:
             pid = rng.choice(sorted(open_txns))
             open_txns.discard(pid)
             kind = rng.choice((ControlType.COMMIT, ControlType.ABORT))
-            marker = encode_control_batch(kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0,
-                                          timestamp_ms=ts)
+            marker = encode_control_batch(kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0, timestamp_ms=ts)
             ops.append(Op(MARKER, marker, AppendOrigin.COORDINATOR))
         elif roll < 0.93:
             ops.append(Op(FLUSH_DATA))
@@ -119,8 +131,9 @@ def _damage_file(rng: random.Random, path: Path, *, trusted: bool) -> str:
     a shorter valid index, in Kafka too."""
     size = path.stat().st_size
     entry = ENTRY_SIZES.get(path.suffix, 1)
-    kinds = ("delete", "truncate", "garbage", "append") if trusted else ("delete", "truncate", "garbage", "append",
-                                                                         "empty")
+    kinds = (
+        ("delete", "truncate", "garbage", "append") if trusted else ("delete", "truncate", "garbage", "append", "empty")
+    )
     how = rng.choice(kinds)
     if how == "delete":
         path.unlink()
@@ -233,8 +246,9 @@ def torture_case(seed: int, root: Path) -> None:
         # last byte: a record's trailing header count is a zero byte).
         damaged = last.log_path.read_bytes() if last.log_path.exists() else b""
         survivors = sum(1 for h in headers if h.base_offset < last_base)
-        survivors += sum(1 for _ in itertools.takewhile(
-            lambda b: damaged[b[0]:b[1]] == last_bytes[b[0]:b[1]], last_batches))
+        survivors += sum(
+            1 for _ in itertools.takewhile(lambda b: damaged[b[0] : b[1]] == last_bytes[b[0] : b[1]], last_batches)
+        )
     expected_end = headers[survivors - 1].next_offset if survivors else 0
     assert reopened.log_end_offset == expected_end, context
     assert reopened.log_end_offset >= durable, context  # nothing acknowledged under fsync-before-ack is lost
@@ -265,18 +279,28 @@ def test_torn_last_batch_at_every_byte(tmp_path: Path, last: str) -> None:
     """The last batch (an ABORT marker, transactional data, or idempotent data) torn at every byte offset."""
     rng = random.Random(5)
     ops = [
-        Op(TXN_DATA, encode_batch(_records(rng, 3, 10), producer_id=7, producer_epoch=0, base_sequence=0,
-                                  transactional=True)),
+        Op(
+            TXN_DATA,
+            encode_batch(_records(rng, 3, 10), producer_id=7, producer_epoch=0, base_sequence=0, transactional=True),
+        ),
         Op(IDEMPOTENT, encode_batch(_records(rng, 2, 11), producer_id=1, producer_epoch=0, base_sequence=0)),
         Op(FLUSH_DATA),
     ]
     final = {
-        "marker": Op(MARKER, encode_control_batch(ControlType.ABORT, producer_id=7, producer_epoch=0,
-                                                  coordinator_epoch=0, timestamp_ms=12), AppendOrigin.COORDINATOR),
-        "txn-data": Op(TXN_DATA, encode_batch(_records(rng, 4, 12), producer_id=7, producer_epoch=0,
-                                              base_sequence=3, transactional=True)),
-        "idempotent": Op(IDEMPOTENT, encode_batch(_records(rng, 4, 12), producer_id=1, producer_epoch=0,
-                                                  base_sequence=2)),
+        "marker": Op(
+            MARKER,
+            encode_control_batch(
+                ControlType.ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp_ms=12
+            ),
+            AppendOrigin.COORDINATOR,
+        ),
+        "txn-data": Op(
+            TXN_DATA,
+            encode_batch(_records(rng, 4, 12), producer_id=7, producer_epoch=0, base_sequence=3, transactional=True),
+        ),
+        "idempotent": Op(
+            IDEMPOTENT, encode_batch(_records(rng, 4, 12), producer_id=1, producer_epoch=0, base_sequence=2)
+        ),
     }[last]
     config = LogConfig(segment_bytes=1 << 20, index_interval_bytes=100)
     pristine = tmp_path / "pristine" / "t-0"

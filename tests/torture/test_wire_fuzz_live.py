@@ -41,8 +41,13 @@ def _int(bits: int) -> st.SearchStrategy[int]:
 def _records() -> st.SearchStrategy[bytes]:
     record = st.builds(lambda k, v: SimpleRecord(k, v, [], 1000), st.binary(max_size=8), st.binary(max_size=32))
     return st.builds(
-        lambda rs, pid, txn: encode_batch(rs, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
-                                          base_sequence=0 if pid >= 0 else -1, transactional=txn and pid >= 0),
+        lambda rs, pid, txn: encode_batch(
+            rs,
+            producer_id=pid,
+            producer_epoch=0 if pid >= 0 else -1,
+            base_sequence=0 if pid >= 0 else -1,
+            transactional=txn and pid >= 0,
+        ),
         st.lists(record, min_size=1, max_size=4),
         st.sampled_from([-1, -1, 0, 1, 1000]),
         st.booleans(),
@@ -107,8 +112,13 @@ def frames(draw: st.DrawFn, cases: list[tuple[ApiKey, int]]) -> bytes:
         del data[draw(st.integers(0, len(data) - 1)) :]
         size = len(data)
     elif mutation == "lying-size":
-        size = draw(st.one_of(st.integers(-(1 << 31), -1), st.integers(0, len(data) + 64),
-                              st.sampled_from([(1 << 31) - 1, 100 * 1024 * 1024, 104857601])))
+        size = draw(
+            st.one_of(
+                st.integers(-(1 << 31), -1),
+                st.integers(0, len(data) + 64),
+                st.sampled_from([(1 << 31) - 1, 100 * 1024 * 1024, 104857601]),
+            )
+        )
     elif mutation == "huge-count":  # an int32 array/string/bytes length claiming 2^31-1 (or -2) elements
         pos = draw(st.integers(0, max(0, len(data) - 4)))
         data[pos : pos + 4] = draw(st.sampled_from([b"\x7f\xff\xff\xff", b"\x7f\xff\xff\xfe", b"\xff\xff\xff\xfe"]))
@@ -153,10 +163,18 @@ class Bystander:
 
     def check(self) -> None:
         self.correlation += 1
-        data = encode_request(ApiKey.METADATA, 9, self.correlation, "bystander",
-                              {"topics": None, "allow_auto_topic_creation": False,
-                               "include_cluster_authorized_operations": False,
-                               "include_topic_authorized_operations": False})
+        data = encode_request(
+            ApiKey.METADATA,
+            9,
+            self.correlation,
+            "bystander",
+            {
+                "topics": None,
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
         self.sock.sendall(_SIZE.pack(len(data)) + data)
         (size,) = _SIZE.unpack(self._read(4))
         response = decode_response(ApiKey.METADATA, 9, self._read(size))
@@ -181,8 +199,9 @@ def rss_mb(pid: int) -> float:
 def advertised(port: int) -> list[tuple[ApiKey, int]]:
     """Every (API, version) the broker's ApiVersions v3 answer advertises."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        data = encode_request(ApiKey.API_VERSIONS, 3, 1, "fuzz",
-                              {"client_software_name": "fuzz", "client_software_version": "1"})
+        data = encode_request(
+            ApiKey.API_VERSIONS, 3, 1, "fuzz", {"client_software_name": "fuzz", "client_software_version": "1"}
+        )
         sock.sendall(_SIZE.pack(len(data)) + data)
         raw = b""
         while len(raw) < 4 or len(raw) < 4 + _SIZE.unpack_from(raw)[0]:
@@ -216,8 +235,13 @@ def test_fuzzed_frames_never_hurt_the_broker(fuzz_broker: BrokerProcess) -> None
     warmup = 200
     baseline: list[float] = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    )
     @given(frames(cases))
     def fuzz(frame: bytes) -> None:
         _send(fuzz_broker.port, frame)
@@ -239,6 +263,9 @@ def test_fuzzed_frames_never_hurt_the_broker(fuzz_broker: BrokerProcess) -> None
     )
     assert FRAMES["sent"] >= min(EXAMPLES, 1000)
     assert growth < MAX_RSS_GROWTH_MB
-    failures = [line for line in fuzz_broker.stderr_tail(1 << 22).splitlines()
-                if "handler_failed" in line or "connection_failed" in line]
+    failures = [
+        line
+        for line in fuzz_broker.stderr_tail(1 << 22).splitlines()
+        if "handler_failed" in line or "connection_failed" in line
+    ]
     assert not failures, "\n".join(failures[:5])
