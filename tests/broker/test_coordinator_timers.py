@@ -10,9 +10,12 @@ import pytest
 import trio
 import trio.testing
 from oncelog.broker import deadlines
+from oncelog.broker.clock import now_ms
 from oncelog.broker.deadlines import DeadlineHeap
+from oncelog.broker.group.coordinator import JoinRequest
 from oncelog.broker.group.metadata import Group
 from oncelog.broker.keyed_locks import KeyedLocks
+from oncelog.broker.txn.metadata import TransactionMetadata
 from oncelog.protocol import ErrorCode
 
 # DeadlineHeap ---------------------------------------------------------------------------------------------------
@@ -170,3 +173,54 @@ async def test_idle_groups_are_not_scanned(start_broker, monkeypatch) -> None:
     await trio.sleep(1.5)
     assert looked == []
     assert len(groups._timers) == 0
+
+
+async def test_timers_still_fire_for_pending_members_and_join_phases(start_broker) -> None:
+    """The deadlines the heap now carries: a MEMBER_ID_REQUIRED id expires after its session timeout, and a join
+    phase ends at the rebalance timeout for a member that does not rejoin (the heap is the only wake-up left)."""
+    broker = await start_broker(group_initial_rebalance_delay_ms="0", group_min_session_timeout_ms="100")
+    groups = broker.node.groups
+
+    def request(*, require_id: bool = True, session_ms: int = 200, rebalance_ms: int = 200) -> JoinRequest:
+        return JoinRequest("g", "", None, require_id, "c", "h", rebalance_ms, session_ms, "consumer", [("r", b"")])
+
+    pending = await groups.join_group(request())
+    assert pending["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+    assert list(groups.get("g").pending_members) == [pending["member_id"]]
+    with trio.fail_after(5):
+        while groups.get("g").pending_members:
+            await trio.sleep(0.02)
+    # One member joins and syncs; a second one joins, and the first never rejoins: the join phase ends at its
+    # rebalance timeout without it.
+    first = await groups.join_group(request(require_id=False, session_ms=10_000, rebalance_ms=300))
+    assert first["error_code"] == ErrorCode.NONE
+    await groups.sync_group("g", first["generation_id"], first["member_id"], None, None, None, {})
+    with trio.fail_after(5):
+        second = await groups.join_group(request(require_id=False, session_ms=10_000, rebalance_ms=300))
+    assert second["error_code"] == ErrorCode.NONE
+    assert [m["member_id"] for m in second["members"]] == [second["member_id"]]
+
+
+async def test_transaction_checks_do_not_look_at_idle_ids(start_broker, monkeypatch) -> None:
+    """Completed transactional ids are neither timeout candidates nor due for expiration: the periodic checks look
+    at none of them (they used to test every id every 10 s)."""
+    broker = await start_broker()
+    transactions = broker.node.transactions
+    for i in range(50):
+        error, _pid, _epoch = await transactions.init_producer_id(f"t{i}", 60_000, -1, -1, ErrorCode.PRODUCER_FENCED)
+        assert error == ErrorCode.NONE
+    looked: list[str] = []
+    real_is_expired = TransactionMetadata.is_expired
+    monkeypatch.setattr(
+        TransactionMetadata,
+        "is_expired",
+        lambda self, now: looked.append(self.transactional_id) or real_is_expired(self, now),
+    )
+    await transactions.abort_timed_out(now_ms())
+    await transactions.expire_idle_ids(now_ms())
+    assert looked == []
+    assert len(transactions.all()) == 50
+    assert len(transactions._expirations) == 50 and len(transactions._timeouts) == 0
+    # Past transactional.id.expiration.ms they all go, from the heap alone.
+    await transactions.expire_idle_ids(now_ms() + broker.node.config.get_int("transactional.id.expiration.ms") + 1)
+    assert transactions.all() == [] and len(transactions._expirations) == 0
