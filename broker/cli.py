@@ -13,6 +13,7 @@ from pathlib import Path
 
 import structlog
 import trio
+from oncelog.broker import fd_budget
 from oncelog.broker.allocator import fix_malloc_thresholds
 from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
 from oncelog.broker.node import BrokerNode
@@ -20,6 +21,10 @@ from oncelog.broker.sasl.add_scram import add_scram_users, parse_spec
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_DATA_DIR = "./oncelog-data"
+#: Exit status of ``oncelog broker``: 2 for a configuration Kafka would refuse, 3 when the process has too few file
+#: descriptors to open its logs (one line on stderr names the limit to raise and the number needed).
+EXIT_CONFIG_ERROR = 2
+EXIT_DESCRIPTOR_LIMIT = 3
 
 
 def configure_logging(level: str) -> None:
@@ -119,9 +124,31 @@ def main(argv: list[str] | None = None) -> int:
         node = BrokerNode(resolve_config(args))
     except (ConfigError, ValueError, OSError) as exc:
         print(f"oncelog: {exc}", file=sys.stderr)
-        return 2
-    trio.run(run_broker, node)
+        return EXIT_CONFIG_ERROR
+    raised = fd_budget.raise_soft_limit()
+    if raised is not None:
+        structlog.get_logger(__name__).info("fd_limit_raised", rlimit_nofile_soft=raised[1], was=raised[0])
+    try:
+        trio.run(run_broker, node)
+    except BaseException as exc:
+        limit = _find(exc, fd_budget.DescriptorLimitError)
+        if limit is None:
+            raise
+        print(limit, file=sys.stderr)
+        return EXIT_DESCRIPTOR_LIMIT
     return 0
+
+
+def _find(exc: BaseException, kind: type[Exception]) -> Exception | None:
+    """``exc`` itself when it is a ``kind``, else the first ``kind`` in the exception groups it is."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _find(inner, kind)
+            if found is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":
