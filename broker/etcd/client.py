@@ -288,19 +288,17 @@ class EtcdClient:
 
     # -- watches ---------------------------------------------------------------------------------------------------
 
-    async def watch(self, prefix: str, *, start_revision: int) -> AsyncIterator[WatchBatch]:
-        """Changes under ``prefix`` from ``start_revision`` on, one batch per revision, until the caller stops.
+    async def watch(self, key: str, *, start_revision: int, prefix: bool = True) -> AsyncIterator[WatchBatch]:
+        """Changes of every key under ``key`` (or of ``key`` alone, ``prefix=False``) from ``start_revision`` on,
+        one batch per revision, until the caller stops.
 
         Raises ``WatchCompacted`` when that revision is gone, ``EtcdUnavailable`` when the stream breaks (the caller
         re-reads and watches again from the revision after the last batch it saw).
         """
-        request = {
-            "create_request": {
-                "key": _b64(prefix),
-                "range_end": _b64(prefix_end(prefix)),
-                "start_revision": str(start_revision),
-            }
-        }
+        create: dict[str, Any] = {"key": _b64(key), "start_revision": str(start_revision)}
+        if prefix:
+            create["range_end"] = _b64(prefix_end(key))
+        request = {"create_request": create}
         for base in list(self._endpoints):
             try:
                 async with self._http.stream(
