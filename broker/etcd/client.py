@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -266,6 +266,19 @@ class EtcdClient:
             if "response_range" in response
         ]
         return TxnResult(succeeded=bool(answer.get("succeeded", False)), revision=_revision(answer), ranges=ranges)
+
+    async def update(self, key: str, change: Callable[[KeyValue | None], bytes]) -> tuple[bytes, int]:
+        """Read-modify-write of one key, guarded by its revision: ``change`` gets the key as read (None when absent)
+        and returns the new value, which is stored only if nobody changed the key since; on a conflict the key is
+        read again and ``change`` asked again. Returns the value stored and the revision it was stored at.
+        ``change`` may raise to give up (nothing is written)."""
+        while True:
+            current = await self.get(key)
+            value = change(current)
+            guard = Compare.unchanged(current) if current else Compare.absent(key)
+            result = await self.txn([guard], [Put(key, value)])
+            if result.succeeded:
+                return value, result.revision
 
     # -- leases ----------------------------------------------------------------------------------------------------
 

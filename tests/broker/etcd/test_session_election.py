@@ -115,3 +115,33 @@ async def test_campaign_again_with_the_same_lease_finds_itself(etcd: EtcdProcess
         with trio.fail_after(2):
             assert await election.campaign() == first
         await client.revoke_lease(lease.id)
+
+
+async def test_partition_changes_through_update_refuse_a_stale_leader(etcd: EtcdProcess, key: str) -> None:
+    """The AlterPartition path end to end: the state lives in etcd, each change is a guarded read-modify-write, and
+    a leader whose view is older than the stored partition epoch is refused (INVALID_UPDATE_VERSION)."""
+    from oncelog.broker.controller.partition_change import ChangeRefused, PartitionState, alter_isr, elect_leader
+    from oncelog.protocol.errors import ErrorCode
+
+    async with EtcdClient([etcd.url]) as client:
+        await client.put(key, PartitionState.new([1, 2, 3], {1, 2, 3}).to_json())
+        seen_by_leader = PartitionState.from_json((await client.get(key)).value)
+
+        # The controller sees broker 3 die first: ISR shrinks, partition epoch moves on.
+        await client.update(key, lambda kv: elect_leader(PartitionState.from_json(kv.value), {1, 2}).to_json())
+
+        def leader_shrinks_to_1_and_3(kv: object) -> bytes:
+            current = PartitionState.from_json(kv.value)  # type: ignore[attr-defined]
+            return alter_isr(
+                current,
+                broker=1,
+                leader_epoch=seen_by_leader.leader_epoch,
+                partition_epoch=seen_by_leader.partition_epoch,
+                new_isr=[1, 3],
+                live={1, 2},
+            ).to_json()
+
+        with pytest.raises(ChangeRefused) as refused:
+            await client.update(key, leader_shrinks_to_1_and_3)
+        assert refused.value.error is ErrorCode.INVALID_UPDATE_VERSION
+        assert PartitionState.from_json((await client.get(key)).value).isr == (1, 2)
