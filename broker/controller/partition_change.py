@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 
 from oncelog.protocol.errors import ErrorCode
 
+from .refused import Refused
+
 #: Kafka's leader id for a partition that has none (Metadata answers LEADER_NOT_AVAILABLE for it).
 NO_LEADER = -1
 
@@ -68,14 +70,6 @@ class PartitionState:
         )
 
 
-class ChangeRefused(Exception):
-    """The change was refused with Kafka's ``error`` code; the state is unchanged."""
-
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-
-
 def elect_leader(state: PartitionState, live: Collection[int], *, unclean: bool = False) -> PartitionState:
     """The state once dead brokers leave the ISR and, if the leader is gone, a new one is chosen from the ISR."""
     isr = tuple(r for r in state.isr if r in live) or state.isr[-1:]
@@ -101,21 +95,21 @@ def alter_isr(
 ) -> PartitionState:
     """The leader ``broker``'s AlterPartition, checked as Kafka's controller checks it."""
     if broker != state.leader:
-        raise ChangeRefused(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker} is not the leader ({state.leader})")
+        raise Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker} is not the leader ({state.leader})")
     if leader_epoch != state.leader_epoch:
-        raise ChangeRefused(
+        raise Refused(
             ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {leader_epoch} is not the current {state.leader_epoch}"
         )
     if partition_epoch != state.partition_epoch:
-        raise ChangeRefused(
+        raise Refused(
             ErrorCode.INVALID_UPDATE_VERSION,
             f"partition epoch {partition_epoch} is not the current {state.partition_epoch}",
         )
     if broker not in new_isr or not set(new_isr) <= set(state.replicas) or len(set(new_isr)) != len(new_isr):
-        raise ChangeRefused(ErrorCode.INVALID_REQUEST, f"ISR {list(new_isr)} is not a set of replicas with the leader")
+        raise Refused(ErrorCode.INVALID_REQUEST, f"ISR {list(new_isr)} is not a set of replicas with the leader")
     gone = [r for r in new_isr if r not in live and r not in state.isr]
     if gone:
-        raise ChangeRefused(ErrorCode.INELIGIBLE_REPLICA, f"replicas {gone} are not alive and cannot join the ISR")
+        raise Refused(ErrorCode.INELIGIBLE_REPLICA, f"replicas {gone} are not alive and cannot join the ISR")
     ordered = tuple(r for r in state.replicas if r in new_isr)
     return _changed(state, leader=state.leader, isr=ordered)
 
@@ -124,9 +118,9 @@ def elect_preferred(state: PartitionState, live: Collection[int]) -> PartitionSt
     """Leadership back to the first replica of the assignment, if it is alive and in sync."""
     preferred = state.replicas[0]
     if state.leader == preferred:
-        raise ChangeRefused(ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica already leads")
+        raise Refused(ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica already leads")
     if preferred not in state.isr or preferred not in live:
-        raise ChangeRefused(
+        raise Refused(
             ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred replica {preferred} is not alive and in sync"
         )
     return _changed(state, leader=preferred, isr=state.isr)

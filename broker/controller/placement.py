@@ -15,13 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from oncelog.protocol.errors import ErrorCode
 
-
-class PlacementError(Exception):
-    """The assignment cannot be made; ``error`` is the Kafka error code CreateTopics answers."""
-
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
+from .refused import Refused
 
 
 def assign_replicas(
@@ -35,9 +29,9 @@ def assign_replicas(
 ) -> dict[int, list[int]]:
     """Replicas (leader first) of partitions ``first_partition ..`` over ``brokers`` (id -> rack or None)."""
     if replication_factor <= 0:
-        raise PlacementError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        raise Refused(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
     if replication_factor > len(brokers):
-        raise PlacementError(
+        raise Refused(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.",
         )

@@ -40,16 +40,31 @@ class MetadataImage:
     controller: Controller | None = None
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _frozen({}))
     topics: Mapping[str, TopicRecord] = field(default_factory=lambda: _frozen({}))
+    #: Keyed by (topic id, partition): see ``layout`` for why ids, not names.
     partitions: Mapping[tuple[str, int], PartitionState] = field(default_factory=lambda: _frozen({}))
 
-    def leader(self, topic: str, partition: int) -> int:
+    def partition(self, topic: str, index: int) -> PartitionState | None:
+        """The state of partition ``index`` of the topic named ``topic`` now, or None."""
+        record = self.topics.get(topic)
+        return self.partitions.get((record.topic_id, index)) if record else None
+
+    def leader(self, topic: str, index: int) -> int:
         """The partition's leader, or ``NO_LEADER`` (also for a partition the image does not know)."""
-        state = self.partitions.get((topic, partition))
+        state = self.partition(topic, index)
         return state.leader if state else NO_LEADER
 
+    def topic_partitions(self) -> dict[tuple[str, int], PartitionState]:
+        """Every partition of every topic, by (topic name, partition); partitions of no topic are left out."""
+        return {
+            (record.name, index): state
+            for record in self.topics.values()
+            for index in range(record.partitions)
+            if (state := self.partitions.get((record.topic_id, index))) is not None
+        }
+
     def replicas_on(self, broker_id: int) -> dict[tuple[str, int], PartitionState]:
-        """The partitions ``broker_id`` holds a replica of."""
-        return {tp: state for tp, state in self.partitions.items() if broker_id in state.replicas}
+        """The partitions ``broker_id`` holds a replica of, by (topic name, partition)."""
+        return {tp: state for tp, state in self.topic_partitions().items() if broker_id in state.replicas}
 
 
 class MetadataFollower:
@@ -116,11 +131,11 @@ class MetadataFollower:
                         topics.pop(name, None)
                     else:
                         topics[name] = TopicRecord.from_json(kv.value)
-                case ["partitions", topic, index]:
+                case ["partitions", topic_id, index]:
                     if deleted:
-                        partitions.pop((topic, int(index)), None)
+                        partitions.pop((topic_id, int(index)), None)
                     else:
-                        partitions[(topic, int(index))] = PartitionState.from_json(kv.value)
+                        partitions[(topic_id, int(index))] = PartitionState.from_json(kv.value)
                 case _:
                     pass  # keys of later features (producer id blocks, credentials) are not part of the image
         self.image = replace(

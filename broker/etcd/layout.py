@@ -5,12 +5,14 @@ ROOT/cluster_id                  the cluster's id, written once by the first bro
 ROOT/brokers/<id>                BrokerRegistration, under the broker's session lease: gone when the broker is
 ROOT/controller                  the controller's broker id, under its lease; create revision = controller epoch
 ROOT/topics/<name>               TopicRecord: topic id, partition count, config overrides
-ROOT/partitions/<name>/<p>       PartitionState: replicas, isr, leader, leader_epoch, partition_epoch
+ROOT/partitions/<topic id>/<p>   PartitionState: replicas, isr, leader, leader_epoch, partition_epoch
 ROOT/producer_id_block           the end of the last producer id block claimed
 ```
 
 Every value is a small JSON object; a change to partition state is a transaction guarded by the key's revision
-(``EtcdClient.update``), so two writers never both act on one old state.
+(``EtcdClient.update``), so two writers never both act on one old state. Partitions are keyed by topic id (KIP-516),
+not name: a topic deleted and created again gets a new id, so no state of the old one can be mistaken for the new
+one's, and partition keys a failed or lost creation left behind belong to no topic record and are ignored.
 """
 
 from __future__ import annotations
@@ -62,8 +64,12 @@ class Layout:
     def topic(self, name: str) -> str:
         return self._connect.key("topics", name)
 
-    def partition(self, topic: str, index: int) -> str:
-        return self._connect.key("partitions", topic, str(index))
+    def partition(self, topic_id: str, index: int) -> str:
+        return self._connect.key("partitions", topic_id, str(index))
+
+    def topic_partitions(self, topic_id: str) -> str:
+        """The prefix of every partition key of the topic with id ``topic_id``."""
+        return self._connect.key("partitions", topic_id, "")
 
 
 @dataclass(frozen=True)

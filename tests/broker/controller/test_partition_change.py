@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from oncelog.broker.controller.partition_change import (
     NO_LEADER,
-    ChangeRefused,
     PartitionState,
     alter_isr,
     elect_leader,
     elect_preferred,
     shut_down,
 )
+from oncelog.broker.controller.refused import Refused
 from oncelog.protocol.errors import ErrorCode
 
 ALL = {1, 2, 3}
@@ -88,7 +88,7 @@ def test_alter_isr_refusals(request_fields: dict[str, object], error: ErrorCode)
         "live": ALL,
         **request_fields,
     }
-    with pytest.raises(ChangeRefused) as refused:
+    with pytest.raises(Refused) as refused:
         alter_isr(state, **fields)  # type: ignore[arg-type]
     assert refused.value.error is error
 
@@ -96,10 +96,10 @@ def test_alter_isr_refusals(request_fields: dict[str, object], error: ErrorCode)
 def test_preferred_election() -> None:
     moved = PartitionState((1, 2, 3), (1, 2, 3), 2, 4, 9)
     assert elect_preferred(moved, ALL) == PartitionState((1, 2, 3), (1, 2, 3), 1, 5, 10)
-    with pytest.raises(ChangeRefused) as not_needed:
+    with pytest.raises(Refused) as not_needed:
         elect_preferred(PartitionState((1, 2, 3), (1, 2, 3), 1, 4, 9), ALL)
     assert not_needed.value.error is ErrorCode.ELECTION_NOT_NEEDED
-    with pytest.raises(ChangeRefused) as unavailable:
+    with pytest.raises(Refused) as unavailable:
         elect_preferred(PartitionState((1, 2, 3), (2, 3), 2, 4, 9), ALL)
     assert unavailable.value.error is ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
 

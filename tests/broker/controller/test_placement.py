@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from oncelog.broker.controller.placement import PlacementError, assign_replicas
+from oncelog.broker.controller.placement import assign_replicas
+from oncelog.broker.controller.refused import Refused
 from oncelog.protocol.errors import ErrorCode
 
 
@@ -38,7 +39,7 @@ def test_new_partitions_continue_the_walk() -> None:
 
 @pytest.mark.parametrize(("factor", "brokers"), [(0, 3), (4, 3), (2, 1)])
 def test_impossible_factors_are_invalid_replication_factor(factor: int, brokers: int) -> None:
-    with pytest.raises(PlacementError) as refused:
+    with pytest.raises(Refused) as refused:
         assign_replicas(dict.fromkeys(range(brokers)), 1, factor)
     assert refused.value.error is ErrorCode.INVALID_REPLICATION_FACTOR
 

@@ -41,22 +41,24 @@ async def test_image_follows_the_cluster() -> None:
 
             topic = TopicRecord("orders", str(uuid.uuid4()), 2, {"cleanup.policy": "compact"})
             state = PartitionState.new([1, 2, 3], {1, 2, 3})
-            await client.put(layout.topic("orders"), topic.to_json())
+            await client.put(layout.partition("left-by-a-lost-creation", 0), state.to_json())
             for index in range(2):
-                await client.put(layout.partition("orders", index), state.to_json())
+                await client.put(layout.partition(topic.topic_id, index), state.to_json())
+            await client.put(layout.topic("orders"), topic.to_json())
             await client.put(layout.controller, b"1", lease=lease.id)
-            image = await _until(follower, lambda i: len(i.partitions) == 2 and i.controller is not None)
+            image = await _until(follower, lambda i: "orders" in i.topics and i.controller is not None)
             assert image.topics["orders"] == topic
+            assert set(image.topic_partitions()) == {("orders", 0), ("orders", 1)}  # the orphan belongs to no topic
             assert image.leader("orders", 1) == 1 and image.leader("orders", 9) == -1
             assert set(image.replicas_on(3)) == {("orders", 0), ("orders", 1)}
             assert image.controller == Controller(1, image.controller.epoch)
 
             await client.update(
-                layout.partition("orders", 0),
+                layout.partition(topic.topic_id, 0),
                 lambda kv: elect_leader(PartitionState.from_json(kv.value), {2, 3}).to_json(),
             )
             image = await _until(follower, lambda i: i.leader("orders", 0) == 2)
-            assert image.partitions[("orders", 0)].leader_epoch == 1
+            assert image.partition("orders", 0).leader_epoch == 1
 
             await client.revoke_lease(lease.id)  # the broker's session ends: registration and controller key go
             image = await _until(follower, lambda i: not i.brokers and i.controller is None)

@@ -120,7 +120,8 @@ async def test_campaign_again_with_the_same_lease_finds_itself(etcd: EtcdProcess
 async def test_partition_changes_through_update_refuse_a_stale_leader(etcd: EtcdProcess, key: str) -> None:
     """The AlterPartition path end to end: the state lives in etcd, each change is a guarded read-modify-write, and
     a leader whose view is older than the stored partition epoch is refused (INVALID_UPDATE_VERSION)."""
-    from oncelog.broker.controller.partition_change import ChangeRefused, PartitionState, alter_isr, elect_leader
+    from oncelog.broker.controller.partition_change import PartitionState, alter_isr, elect_leader
+    from oncelog.broker.controller.refused import Refused
     from oncelog.protocol.errors import ErrorCode
 
     async with EtcdClient([etcd.url]) as client:
@@ -141,7 +142,7 @@ async def test_partition_changes_through_update_refuse_a_stale_leader(etcd: Etcd
                 live={1, 2},
             ).to_json()
 
-        with pytest.raises(ChangeRefused) as refused:
+        with pytest.raises(Refused) as refused:
             await client.update(key, leader_shrinks_to_1_and_3)
         assert refused.value.error is ErrorCode.INVALID_UPDATE_VERSION
         assert PartitionState.from_json((await client.get(key)).value).isr == (1, 2)
