@@ -39,6 +39,10 @@ class EtcdUnavailable(EtcdError):
     """No endpoint answered."""
 
 
+class GuardFailed(EtcdError):
+    """A transaction's extra guard did not hold (e.g. the controller epoch moved on): the writer has been fenced."""
+
+
 class WatchCompacted(EtcdError):
     """A watch asked for revisions etcd has compacted away; re-read the keys from ``compact_revision``."""
 
@@ -267,18 +271,24 @@ class EtcdClient:
         ]
         return TxnResult(succeeded=bool(answer.get("succeeded", False)), revision=_revision(answer), ranges=ranges)
 
-    async def update(self, key: str, change: Callable[[KeyValue | None], bytes]) -> tuple[bytes, int]:
+    async def update(
+        self, key: str, change: Callable[[KeyValue | None], bytes], *, guards: Sequence[Compare] = ()
+    ) -> tuple[bytes, int]:
         """Read-modify-write of one key, guarded by its revision: ``change`` gets the key as read (None when absent)
         and returns the new value, which is stored only if nobody changed the key since; on a conflict the key is
         read again and ``change`` asked again. Returns the value stored and the revision it was stored at.
-        ``change`` may raise to give up (nothing is written)."""
+        ``change`` may raise to give up (nothing is written). ``guards`` must hold too (a controller's epoch, say);
+        when one fails, ``GuardFailed`` is raised instead of trying again."""
         while True:
             current = await self.get(key)
             value = change(current)
             guard = Compare.unchanged(current) if current else Compare.absent(key)
-            result = await self.txn([guard], [Put(key, value)])
+            result = await self.txn([guard, *guards], [Put(key, value)], [Get(key)])
             if result.succeeded:
                 return value, result.revision
+            now = result.ranges[0][0] if result.ranges and result.ranges[0] else None
+            if guards and (now.mod_revision if now else 0) == (current.mod_revision if current else 0):
+                raise GuardFailed(f"a guard of the update of {key} no longer holds")
 
     # -- leases ----------------------------------------------------------------------------------------------------
 

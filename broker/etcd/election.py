@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .client import Compare, CompareTarget, Delete, EtcdClient, Get, KeyValue, Put
+from .client import GRPC_NOT_FOUND, Compare, CompareTarget, Delete, EtcdClient, EtcdError, Get, KeyValue, Put
+from .session import SessionLost
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,16 @@ class ControllerElection:
     async def campaign(self) -> Controller:
         """Wait until this broker is the controller; returns its epoch. Cancel to stop campaigning."""
         while True:
-            attempt = await self._client.txn(
-                [Compare.absent(self._key)],
-                [Put(self._key, str(self._broker_id).encode(), lease=self._lease_id)],
-                [Get(self._key)],
-            )
+            try:
+                attempt = await self._client.txn(
+                    [Compare.absent(self._key)],
+                    [Put(self._key, str(self._broker_id).encode(), lease=self._lease_id)],
+                    [Get(self._key)],
+                )
+            except EtcdError as exc:
+                if exc.code == GRPC_NOT_FOUND:  # the lease is gone: this broker's session has ended
+                    raise SessionLost(f"campaign under an expired lease: {exc}") from exc
+                raise
             if attempt.succeeded:
                 return Controller(self._broker_id, attempt.revision)
             holders = attempt.ranges[0]

@@ -146,3 +146,11 @@ async def test_partition_changes_through_update_refuse_a_stale_leader(etcd: Etcd
             await client.update(key, leader_shrinks_to_1_and_3)
         assert refused.value.error is ErrorCode.INVALID_UPDATE_VERSION
         assert PartitionState.from_json((await client.get(key)).value).isr == (1, 2)
+
+
+async def test_campaigning_under_an_expired_lease_is_a_lost_session(etcd: EtcdProcess, key: str) -> None:
+    async with EtcdClient([etcd.url]) as client:
+        lease = await client.grant_lease(10)
+        await client.revoke_lease(lease.id)
+        with pytest.raises(SessionLost):
+            await ControllerElection(client, key, broker_id=1, lease_id=lease.id).campaign()
