@@ -32,8 +32,17 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class EpochEntry(NamedTuple):
+    """Epoch ``epoch``'s first batch is at ``start_offset``."""
+
     epoch: int
     start_offset: int
+
+
+class EpochEndOffset(NamedTuple):
+    """OffsetForLeaderEpoch's answer: the largest epoch known at or below the one asked for, and where it ended."""
+
+    epoch: int
+    end_offset: int
 
 
 class LeaderEpochCache:
@@ -58,20 +67,22 @@ class LeaderEpochCache:
         if self._assign(EpochEntry(epoch, start_offset)):
             self._write()
 
-    def end_offset_for(self, epoch: int, log_end_offset: int) -> EpochEntry:
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> EpochEndOffset:
         """OffsetForLeaderEpoch: the largest known epoch <= ``epoch`` and the offset where it ended."""
         if epoch == UNDEFINED_EPOCH or not self._entries:
-            return EpochEntry(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+            return EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
         if epoch == self.latest_epoch:
-            return EpochEntry(epoch, log_end_offset)
+            return EpochEndOffset(epoch, log_end_offset)
         epochs = [entry.epoch for entry in self._entries]
         higher = bisect.bisect_right(epochs, epoch)
         if higher == len(self._entries):
-            return EpochEntry(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)  # newer than any epoch this log has seen
+            return EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)  # newer than any epoch this log has seen
         end = self._entries[higher].start_offset
         if higher == 0:
-            return EpochEntry(epoch, end)  # older than every cached epoch: its records are gone; end where ours start
-        return EpochEntry(self._entries[higher - 1].epoch, end)
+            return EpochEndOffset(
+                epoch, end
+            )  # older than every cached epoch: its records are gone; end where ours start
+        return EpochEndOffset(self._entries[higher - 1].epoch, end)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log now ends at ``end_offset``: forget epochs that start at or after it."""

@@ -13,7 +13,7 @@ from oncelog.storage.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT,
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
-    EpochEntry,
+    EpochEndOffset,
     LeaderEpochCache,
 )
 
@@ -43,10 +43,10 @@ def test_end_offset_for_answers_as_kafka(path: Path) -> None:
     assert cache.end_offset_for(0, 100) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)  # nothing known
     for epoch, start in ((1, 0), (3, 40), (5, 70)):
         cache.assign(epoch, start)
-    assert cache.end_offset_for(5, 100) == EpochEntry(5, 100)  # the latest epoch ends at the log end
-    assert cache.end_offset_for(3, 100) == EpochEntry(3, 70)
-    assert cache.end_offset_for(4, 100) == EpochEntry(3, 70)  # an epoch this log never had: the one before it
-    assert cache.end_offset_for(0, 100) == EpochEntry(0, 0)  # older than all: ends where ours begin
+    assert cache.end_offset_for(5, 100) == EpochEndOffset(5, 100)  # the latest epoch ends at the log end
+    assert cache.end_offset_for(3, 100) == EpochEndOffset(3, 70)
+    assert cache.end_offset_for(4, 100) == EpochEndOffset(3, 70)  # an epoch this log never had: the one before it
+    assert cache.end_offset_for(0, 100) == EpochEndOffset(0, 0)  # older than all: ends where ours begin
     assert cache.end_offset_for(6, 100) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
     assert cache.end_offset_for(UNDEFINED_EPOCH, 100) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 
