@@ -50,8 +50,9 @@ def sync(extras: list[str]) -> None:
 
 
 def ensure_system_packages() -> None:
-    """kcat and Node.js (with npm) are test-only system tools; install the missing ones from Debian's packages."""
-    missing = [package for tool, package in (("kcat", "kcat"), ("npm", "npm")) if not shutil.which(tool)]
+    """kcat, Node.js (with npm) and etcd are test-only system tools; install the missing ones from Debian's packages."""
+    tools = (("kcat", "kcat"), ("npm", "npm"), ("etcd", "etcd-server"))
+    missing = [package for tool, package in tools if not shutil.which(tool)]
     if not missing:
         return
     sudo = [] if os.geteuid() == 0 else ["sudo"]
