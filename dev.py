@@ -11,9 +11,11 @@ The environment is `.venv`, synced from `uv.lock` by uv (itself installed with p
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -41,10 +43,28 @@ def uv() -> str:
     return str(tool)
 
 
+def _normalized(name: str) -> str:
+    """A distribution name as Python packaging compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_extras() -> set[str]:
+    """The extras of pyproject.toml whose every requirement is installed in .venv (by an earlier sync)."""
+    installed = {_normalized(dist.name.split("-")[0]) for dist in VENV.glob("lib/python*/site-packages/*.dist-info")}
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return {
+        extra
+        for extra, requirements in optional.items()
+        if all(_normalized(re.match(r"[A-Za-z0-9._-]+", req)[0]) in installed for req in requirements)
+    }
+
+
 def sync(extras: list[str]) -> None:
+    """Sync .venv to uv.lock with ``extras`` and every extra already installed, so one command never uninstalls
+    what another installed."""
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable)
     cmd = [uv(), "sync", "--frozen", "--quiet"]
-    for extra in extras:
+    for extra in sorted(set(extras) | installed_extras()):
         cmd += ["--extra", extra]
     run(cmd, env=env)
 
