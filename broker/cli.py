@@ -116,10 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     configure_logging(args.log_level)
     try:
-        node = BrokerNode(resolve_config(args))
+        config = resolve_config(args)
+        node = BrokerNode(config)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"oncelog: {exc}", file=sys.stderr)
         return 2
+    if config.not_used:
+        structlog.get_logger(__name__).warning("not used by oncelog", properties=config.not_used_summary())
     trio.run(run_broker, node)
     return 0
 
