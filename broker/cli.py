@@ -17,9 +17,15 @@ from oncelog.broker.allocator import fix_malloc_thresholds
 from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
 from oncelog.broker.node import BrokerNode
 from oncelog.broker.sasl.add_scram import add_scram_users, parse_spec
+from oncelog.broker.startup import StartupError
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_DATA_DIR = "./oncelog-data"
+#: ``oncelog broker``'s exit codes (README, "Exit codes"): stopped by SIGTERM/SIGINT; a configuration or usage error
+#: (argparse's code too); could not start (a listener cannot bind, the data dir is unusable, full or locked).
+EXIT_OK = 0
+EXIT_CONFIG_ERROR = 2
+EXIT_STARTUP_FAILED = 3
 
 
 def configure_logging(level: str) -> None:
@@ -120,11 +126,27 @@ def main(argv: list[str] | None = None) -> int:
         node = BrokerNode(config)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"oncelog: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG_ERROR
     if config.not_used:
         structlog.get_logger(__name__).warning("not used by oncelog", properties=config.not_used_summary())
-    trio.run(run_broker, node)
-    return 0
+    try:
+        trio.run(run_broker, node)
+    except (StartupError, BaseExceptionGroup) as exc:
+        cause = startup_error(exc)
+        if cause is None:
+            raise
+        print(f"oncelog: {cause}", file=sys.stderr)
+        return EXIT_STARTUP_FAILED
+    return EXIT_OK
+
+
+def startup_error(exc: BaseException) -> StartupError | None:
+    """The StartupError that ``exc`` is or holds (trio wraps a task's error in exception groups), else None."""
+    if isinstance(exc, StartupError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        return next((found for inner in exc.exceptions if (found := startup_error(inner)) is not None), None)
+    return None
 
 
 if __name__ == "__main__":
