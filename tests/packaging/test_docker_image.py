@@ -97,6 +97,21 @@ def test_every_package_folder_reaches_the_image() -> None:
         assert files and not missing, f".dockerignore keeps {missing} of {name} out of the image"
 
 
+def test_readme_gives_the_commands_the_image_runs() -> None:
+    """README's Docker section shows the build stage's uv commands (run in the source tree with dev.py's uv) and the
+    image's start command, so what the reader runs is what this file's round trip runs."""
+    readme = (ROOT / "README.md").read_text()
+    build, final = stages()
+    for command in build.all("RUN"):
+        if command.startswith("uv "):
+            assert ".tools/bin/" + command.replace("/dist", "dist") in readme, command
+    start = " ".join(exec_form(final.last("ENTRYPOINT")) + exec_form(final.last("CMD")))
+    assert f"`{start}`" in readme
+    assert (
+        "docker build -t oncelog ." in readme and "docker run --rm -p 9092:9092 -v oncelog-data:/data oncelog" in readme
+    )
+
+
 def assemble_build_context(build: Stage, workdir: Path) -> None:
     """Copy what the build stage's COPY lines copy, from the build context, into ``workdir`` (its WORKDIR)."""
     context = build_context(ROOT, read_ignore(ROOT / ".dockerignore"))
