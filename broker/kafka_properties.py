@@ -8,7 +8,10 @@ reference is one of:
   ``.minutes`` over ``.hours``; ``log.dirs`` over ``log.dir``; ``broker.id`` equal to ``node.id``);
 * a name of ``NOT_USED``: accepted, and listed once at start-up as not used by oncelog, with the reason of its group.
 
-Any other name is not Kafka's and stops the start, with the closest known name as a suggestion.
+Any other name is not Kafka's and stops the start, with the closest known name as a suggestion. The names were
+checked against the property constants of Kafka's broker sources at the end of the 3.x line (KafkaConfig and the
+server, storage, raft, coordinator and security config classes) and its stock KRaft server.properties, plus 4.0's
+``controller.quorum.bootstrap.servers``.
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ NOT_USED: tuple[NotUsed, ...] = (
             initial.broker.registration.timeout.ms broker.heartbeat.interval.ms broker.session.timeout.ms
             inter.broker.listener.name security.inter.broker.protocol sasl.mechanism.controller.protocol
             sasl.mechanism.inter.broker.protocol early.start.listeners eligible.leader.replicas.enable
-            unstable.api.versions.enable unstable.feature.versions.enable server.max.startup.time.ms"""
+            unstable.api.versions.enable unstable.feature.versions.enable server.max.startup.time.ms
+            metadata.log.segment.min.bytes"""
         ),
     ),
     NotUsed(
@@ -103,7 +107,9 @@ NOT_USED: tuple[NotUsed, ...] = (
             leader.imbalance.per.broker.percentage controlled.shutdown.enable broker.rack
             replication.quota.window.num replication.quota.window.size.seconds
             alter.log.dirs.replication.quota.window.num alter.log.dirs.replication.quota.window.size.seconds
-            offsets.commit.timeout.ms"""
+            offsets.commit.timeout.ms controlled.shutdown.max.retries controlled.shutdown.retry.backoff.ms
+            leader.replication.throttled.rate follower.replication.throttled.rate
+            replica.alter.log.dirs.io.max.bytes.per.second"""
         ),
     ),
     NotUsed(
@@ -115,7 +121,7 @@ NOT_USED: tuple[NotUsed, ...] = (
             kafka.metrics.polling.interval.secs config.providers security.providers ssl.engine.factory.class
             ssl.provider ssl.keymanager.algorithm ssl.trustmanager.algorithm ssl.secure.random.implementation
             sasl.server.callback.handler.class sasl.login.class sasl.login.callback.handler.class
-            sasl.client.callback.handler.class telemetry.max.bytes"""
+            sasl.client.callback.handler.class telemetry.max.bytes allow.everyone.if.no.acl.found"""
         ),
     ),
     NotUsed(
@@ -149,7 +155,8 @@ NOT_USED: tuple[NotUsed, ...] = (
         "SASL re-authentication, TLS principal mapping",
         _names(
             """max.connections max.connections.per.ip max.connections.per.ip.overrides max.connection.creation.rate
-            quota.window.num quota.window.size.seconds connections.max.reauth.ms delegation.token.secret.key
+            quota.window.num quota.window.size.seconds controller.quota.window.num
+            controller.quota.window.size.seconds connections.max.reauth.ms delegation.token.secret.key
             delegation.token.expiry.time.ms delegation.token.max.lifetime.ms delegation.token.expiry.check.interval.ms
             sasl.kerberos.service.name sasl.kerberos.kinit.cmd sasl.kerberos.min.time.before.relogin
             sasl.kerberos.principal.to.local.rules sasl.kerberos.ticket.renew.jitter
@@ -163,12 +170,18 @@ NOT_USED: tuple[NotUsed, ...] = (
     ),
     NotUsed(
         "KIP-848 and KIP-932 group protocols: oncelog's groups use the classic rebalance protocol",
-        _names("group.coordinator.rebalance.protocols group.coordinator.append.linger.ms"),
+        _names(
+            """group.coordinator.rebalance.protocols group.coordinator.append.linger.ms group.coordinator.new.enable
+            max.request.partition.size.limit"""
+        ),
         prefixes=("group.consumer.", "group.share.", "group.streams.", "share.coordinator."),
     ),
     NotUsed(
         "tiered storage (KIP-405): oncelog keeps every segment in its local data dir",
-        _names("log.local.retention.ms log.local.retention.bytes remote.fetch.max.wait.ms"),
+        _names(
+            """log.local.retention.ms log.local.retention.bytes remote.fetch.max.wait.ms
+            remote.list.offsets.request.timeout.ms"""
+        ),
         prefixes=("remote.log.",),
     ),
     NotUsed(

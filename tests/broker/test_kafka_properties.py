@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from oncelog.broker.config import BrokerConfig, ConfigError
-from oncelog.broker.kafka_properties import MS_PER_HOUR, MS_PER_MINUTE
+from oncelog.broker.config import BrokerConfig, ConfigError, is_listener_property, known_property_names
+from oncelog.broker.kafka_properties import MS_PER_HOUR, MS_PER_MINUTE, not_used_reason
 from support.ports import can_connect, free_port
 
 STOCK = Path(__file__).parent / "data" / "kafka-4-server.properties"
@@ -157,3 +157,15 @@ def test_kafkas_stock_server_properties_starts_the_broker(tmp_path: Path) -> Non
         assert name in warnings[0]
     assert (tmp_path / "kraft-combined-logs").is_dir()
     assert os.listdir(tmp_path / "kraft-combined-logs")
+
+
+def test_every_kafka_broker_property_name_is_accepted() -> None:
+    """Each name of Kafka's broker config classes is read, aliased or listed as not used: none is an error."""
+    names = [
+        line.strip()
+        for line in (STOCK.parent / "kafka-broker-property-names.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert len(names) > 250
+    unknown = [name for name in names if name not in known_property_names() and not_used_reason(name) is None]
+    assert not [name for name in unknown if not is_listener_property(name)]
