@@ -18,7 +18,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from support.dockerfile import Stage, build_context, exec_form, read_ignore, read_stages
+from support.dockerfile import Stage, build_context, exec_form, ignored, read_ignore, read_stages
 from support.ports import can_connect, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,11 @@ def test_every_package_folder_reaches_the_image() -> None:
     """Each file of each package folder is in the build context (.dockerignore) and under a COPY source, and so
     are the files setup.py needs to find the packages."""
     build, _ = stages()
-    context = set(build_context(ROOT, read_ignore(ROOT / ".dockerignore")))
+    patterns = read_ignore(ROOT / ".dockerignore")
+    # What is local to one machine stays out of the context (and so of the image).
+    for local in (".venv/bin/python", ".tools/bin/uv", ".git/HEAD", "oncelog-data/meta", "broker/__pycache__/x.pyc"):
+        assert ignored(local, patterns), local
+    context = set(build_context(ROOT, patterns))
     copied = [source for sources, _ in copy_sources(build) for source in sources]
     for needed in ("pyproject.toml", "setup.py", "uv.lock", "README.md"):
         assert needed in copied and needed in context, needed
