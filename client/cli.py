@@ -11,6 +11,7 @@ sasl.* settings of ``client.security``).
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import json
 import os
@@ -40,6 +41,9 @@ EXIT_INTERRUPTED = 130
 LATEST = -1
 #: Lines ``produce`` reads from a regular file between two checkpoints (where a signal can stop it).
 _LINES_PER_CHECKPOINT = 1000
+#: How much one read of a terminal or pipe may take, and how many such reads may wait to be produced.
+_PIPE_READ_BYTES = 65536
+_PIPE_BATCHES_QUEUED = 16
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Tally:
 
     read: int = 0
     written: int = 0
+    #: Of the records written, those the broker acknowledged (produce).
+    acknowledged: int = 0
     #: Set by a command whose work may be stopped gracefully: a signal cancels this scope, not the whole command.
     stop_scope: anyio.CancelScope | None = None
     #: The signal that stopped the command, if one did.
@@ -269,7 +275,7 @@ def _summary(command: str, tally: Tally) -> str:
     """The stderr line of a command stopped by a signal."""
     done = {
         "consume": f"{tally.read} records consumed",
-        "produce": f"{tally.written} records sent, {tally.read} acknowledged",
+        "produce": f"{tally.written} records sent, {tally.acknowledged} acknowledged",
         "copy": f"{tally.read} records read, {tally.written} written (committed transactions)",
     }.get(command)
     return f"oncelog {command}: stopped by {tally.signal.name if tally.signal else 'a signal'}" + (
@@ -364,7 +370,7 @@ async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str], tally
 
             def acknowledged(future: Any) -> None:
                 if future.exception() is None:
-                    tally.read += 1
+                    tally.acknowledged += 1
 
             async for line in _lines(source):
                 line = line.rstrip("\n")
@@ -391,34 +397,48 @@ async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str], tally
 
 
 async def _lines(source: IO[str]) -> Any:
-    """The lines of ``source``. A regular file is read here, with a checkpoint every few lines; a terminal or pipe
-    by a daemon thread, so that a signal stops the command while it waits for input (the thread, blocked in its
-    read, ends with the process)."""
+    """The lines of ``source``, with universal newlines. A regular file is read here, with a checkpoint every few
+    lines; a terminal or pipe by a daemon thread, whatever each read returns at once, so that a signal stops the
+    command while it waits for input (the thread, blocked in its read, ends with the process)."""
     try:
-        regular = stat.S_ISREG(os.fstat(source.fileno()).st_mode)
+        fd = source.fileno()
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
     except (OSError, ValueError, AttributeError):
-        regular = True  # an in-memory stream
+        fd, regular = -1, True  # an in-memory stream
     if regular:
         for count, line in enumerate(source):
             if count % _LINES_PER_CHECKPOINT == 0:
                 await anyio.lowlevel.checkpoint()
             yield line
         return
-    send, receive = anyio.create_memory_object_stream[str](_LINES_PER_CHECKPOINT)
+    send, receive = anyio.create_memory_object_stream[list[str]](_PIPE_BATCHES_QUEUED)
     token = anyio.lowlevel.current_token()
+    decoder = codecs.getincrementaldecoder(getattr(source, "encoding", None) or "utf-8")()
 
     def read() -> None:
+        pending = ""
         try:
-            for line in iter(source.readline, ""):
-                anyio.from_thread.run(send.send, line, token=token)
+            while chunk := os.read(fd, _PIPE_READ_BYTES):
+                pending += decoder.decode(chunk)
+                # A trailing \r may be the first half of \r\n: keep it for the next chunk.
+                cut = len(pending) - 1 if pending.endswith("\r") else len(pending)
+                text, pending = pending[:cut].replace("\r\n", "\n").replace("\r", "\n"), pending[cut:]
+                *lines, rest = text.split("\n")
+                pending = rest + pending
+                if lines:
+                    anyio.from_thread.run(send.send, [line + "\n" for line in lines], token=token)
+            pending += decoder.decode(b"", final=True)
+            if pending:
+                anyio.from_thread.run(send.send, [pending.replace("\r", "\n")], token=token)
             anyio.from_thread.run_sync(send.close, token=token)
         except (anyio.RunFinishedError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the command ended first
 
     threading.Thread(target=read, name="oncelog-produce-stdin", daemon=True).start()
     async with receive:
-        async for line in receive:
-            yield line
+        async for batch in receive:
+            for line in batch:
+                yield line
 
 
 def _format(record: ConsumerRecord, as_json: bool) -> str:

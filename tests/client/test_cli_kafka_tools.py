@@ -174,3 +174,21 @@ def test_interrupted_produce_and_copy_exit_130_with_a_summary(
     code, out, err = stop(copier, signal.SIGINT)
     assert (code, out) == (EXIT_INTERRUPTED, "")
     assert err == "oncelog copy: stopped by SIGINT; 2 records read, 2 written (committed transactions)\n"
+
+
+def test_produce_from_a_pipe_splits_lines_across_reads(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+    """A pipe is read as its data comes: a line split between two reads, CRLF and a last line without a newline."""
+    b = ["-b", bootstrap_servers]
+    topic = new_topic("cli-pipe", 1)
+    producer = spawn("produce", topic, *b, stdin=subprocess.PIPE)
+    assert producer.stdin is not None
+    for piece in ("on", "e\r", "\ntwo\n", "three"):
+        producer.stdin.write(piece)
+        producer.stdin.flush()
+        time.sleep(0.1)
+    producer.stdin.close()
+    assert producer.wait(30) == 0
+    assert cli("consume", topic, "--from-beginning", "--count", "3", *b)[1] == "one\ntwo\nthree\n"
+    for stream in (producer.stdout, producer.stderr):
+        if stream is not None:
+            stream.close()
