@@ -4,8 +4,11 @@
     python3 dev.py broker [oncelog broker options]   start a broker (127.0.0.1:9092, data in ./oncelog-data)
     python3 dev.py test [pytest args]                install test tools (kcat, Node.js via apt-get when missing;
                                                      kafkajs via npm), lint, test
+    python3 dev.py sync [EXTRA ...]                  add extras of pyproject.toml (bench, spark, test) to .venv
+    python3 dev.py uv [uv args]                      run the uv this file uses (e.g. uv build --wheel)
 
-The environment is `.venv`, synced from `uv.lock` by uv (itself installed with pip into `.tools/` on first use).
+The environment is `.venv`, synced from `uv.lock` by uv (itself installed with pip into `.tools/` on first use); every
+sync keeps the extras already installed.
 """
 
 from __future__ import annotations
@@ -94,10 +97,16 @@ def main() -> int:
     if sys.version_info < MIN_PYTHON:
         print(f"oncelog needs Python >= {'.'.join(map(str, MIN_PYTHON))}", file=sys.stderr)
         return 2
-    if len(sys.argv) < 2 or sys.argv[1] not in ("broker", "test"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("broker", "test", "sync", "uv"):
         print(__doc__, file=sys.stderr)
         return 2
     command, args = sys.argv[1], sys.argv[2:]
+    if command == "sync":
+        sync(args)
+        return 0
+    if command == "uv":
+        env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable)
+        return subprocess.run([uv(), *args], cwd=ROOT, env=env).returncode
     if command == "broker":
         sync([])
         os.execv(str(VENV / "bin" / "oncelog"), ["oncelog", "broker", *args])

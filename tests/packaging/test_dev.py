@@ -45,3 +45,12 @@ def test_a_partly_installed_extra_is_not_added(tmp_path: Path, monkeypatch: pyte
     dev = load_dev()
     monkeypatch.setattr(dev, "VENV", fake_venv(tmp_path / "venv", ["matplotlib-3.9.0"]))
     assert dev.installed_extras() == set()
+
+
+def test_dev_uv_runs_the_uv_dev_uses() -> None:
+    """``python3 dev.py uv ...``, which README's wheel commands use, passes its arguments to that uv."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "dev.py"), "uv", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("uv "), done.stderr

@@ -102,13 +102,13 @@ def test_every_package_folder_reaches_the_image() -> None:
 
 
 def test_readme_gives_the_commands_the_image_runs() -> None:
-    """README's Docker section shows the build stage's uv commands (run in the source tree with dev.py's uv) and the
+    """README's Docker section shows the build stage's uv commands (run in the source tree with ``dev.py uv``) and the
     image's start command, so what the reader runs is what this file's round trip runs."""
     readme = (ROOT / "README.md").read_text()
     build, final = stages()
     for command in build.all("RUN"):
         if command.startswith("uv "):
-            assert ".tools/bin/" + command.replace("/dist", "dist") in readme, command
+            assert "python3 dev.py " + command.replace("/dist", "dist") in readme, command
     start = " ".join(exec_form(final.last("ENTRYPOINT")) + exec_form(final.last("CMD")))
     assert f"`{start}`" in readme
     assert (
