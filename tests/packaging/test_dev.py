@@ -1,8 +1,10 @@
-"""``python3 dev.py``: a sync keeps the extras an earlier command installed."""
+"""``python3 dev.py``: a sync keeps the extras an earlier command installed; ``dev.py uv`` runs its uv."""
 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from types import ModuleType
@@ -49,8 +51,5 @@ def test_a_partly_installed_extra_is_not_added(tmp_path: Path, monkeypatch: pyte
 
 def test_dev_uv_runs_the_uv_dev_uses() -> None:
     """``python3 dev.py uv ...``, which README's wheel commands use, passes its arguments to that uv."""
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, str(ROOT / "dev.py"), "uv", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("uv "), done.stderr
