@@ -35,6 +35,7 @@ from oncelog.broker.replica_manager import ReplicaManager
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
 from oncelog.broker.sasl.credentials import ScramCredentialStore
 from oncelog.broker.server import serve
+from oncelog.broker.startup import DataDirLock
 from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
@@ -167,9 +168,15 @@ class BrokerNode:
         return sum(max(count, 1) for count in on_disk.values()) + missing, len(on_disk) + missing
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until cancelled; reports the first listener's bound port once clients can connect to every listener."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        await trio.to_thread.run_sync(self._load)
+        """Serve until cancelled; reports the first listener's bound port once clients can connect to every listener.
+        Holds the data dir's lock throughout; raises StartupError when the data dir or a listener cannot be used."""
+        lock = DataDirLock(self.data_dir)
+        lock.acquire()
+        try:
+            await trio.to_thread.run_sync(self._load)
+        except BaseException:
+            lock.release()
+            raise
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
@@ -195,6 +202,7 @@ class BrokerNode:
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.logs.close)
+                lock.release()
                 log.info("stopped", node_id=self.node_id)
 
     async def _retention_loop(self) -> None:

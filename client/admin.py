@@ -17,6 +17,9 @@ from oncelog.protocol.messages.delete_records import HIGH_WATERMARK as HIGH_WATE
 RESOURCE_TYPES = {"topic": 2, "broker": 4}  # DescribeConfigs resource_type (Kafka ConfigResource.Type)
 #: IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType); append/subtract only on list configs.
 CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
+#: CreateTopics' partition count or replication factor that means the broker's num.partitions /
+#: default.replication.factor (KIP-464, CreateTopics v4+).
+USE_BROKER_DEFAULT = -1
 ADMIN_TIMEOUT_MS = 30000  # default.api.timeout.ms is 60000; admin requests carry 30 s like Kafka's tools
 #: Coordinator states in which a transaction still owns its partitions: the coordinator will end it by itself
 #: (Ongoing until EndTxn or timeout; the Prepare* states until its markers are written). PrepareEpochFence is the
@@ -166,7 +169,8 @@ class Admin:
         validate_only: bool = False,
         timeout_ms: int = ADMIN_TIMEOUT_MS,
     ) -> dict[str, KafkaError | None]:
-        """Create ``{name: partitions}``; returns each topic's error (None when created)."""
+        """Create ``{name: partitions}``; returns each topic's error (None when created). A count or replication
+        factor of USE_BROKER_DEFAULT takes the broker's default."""
         body = {
             "topics": [
                 {
@@ -506,6 +510,24 @@ class Admin:
                     for m in g.members
                 ]
                 out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
+        return out
+
+    async def list_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        """Every committed offset of ``group_id`` (OffsetFetch with null topics, v2+), from its coordinator."""
+        node = await self._cluster.coordinator(COORDINATOR_GROUP, group_id)
+        body = {"group_id": group_id, "topics": None, "require_stable": False}
+        resp = await self._cluster.request(node, ApiKey.OFFSET_FETCH, body)
+        if resp.error_code:
+            if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                self._cluster.forget_coordinator(COORDINATOR_GROUP, group_id)
+            raise error_for(resp.error_code, f"OffsetFetch {group_id}")
+        out: dict[TopicPartition, int] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise error_for(p.error_code, f"OffsetFetch {group_id} {t.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
         return out
 
     async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:

@@ -180,9 +180,10 @@ async def test_a_second_creation_of_the_name_is_refused_while_the_first_builds(
 
 
 async def test_create_topics_racing_a_metadata_auto_creation_gets_topic_already_exists(
-    start_broker, holds, monkeypatch, nursery
+    start_broker, holds, monkeypatch, nursery, tmp_path
 ) -> None:
-    broker = await start_broker(num_partitions="3")
+    # A data dir of its own: ``holds`` has started the ``broker`` fixture's on the default one.
+    broker = await start_broker(tmp_path / "three-partitions", num_partitions="3")
     client = await broker.connect()
     hold = _hold(holds, monkeypatch, "auto", 2)
     auto = _send_in_background(
