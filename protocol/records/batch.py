@@ -135,6 +135,11 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
+def pack_header(header: BatchHeader) -> bytes:
+    """The 61 bytes of ``header`` as a batch holds them (its ``crc`` field as given)."""
+    return _HEADER.pack(*header)
+
+
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     """CRC-32C of a batch from its attributes field to its end."""
     view = memoryview(buf)[pos + ATTRIBUTES_POS : pos + size]
