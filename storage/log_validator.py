@@ -291,6 +291,16 @@ def _walk_compressed(
     return in_order
 
 
+#: Zigzag value of a one-byte varint by its byte (None: the varint goes on).
+_ONE = [((b >> 1) ^ -(b & 1)) if b < 0x80 else None for b in range(256)]
+#: Zigzag value of a two-byte varint by ``first | second << 8`` (None: not a two-byte varint).
+_TWO: list[int | None] = [None] * 65536
+for _first in range(0x80, 0x100):
+    for _second in range(0x80):
+        _z = (_first & 0x7F) | (_second << 7)
+        _TWO[_first | (_second << 8)] = (_z >> 1) ^ -(_z & 1)
+
+
 def _walk(
     data: bytes,
     pos: int,
@@ -304,25 +314,30 @@ def _walk(
     """Check the records from ``index`` on that lie whole in ``data[pos:]`` (all of them when ``final``: then a
     record cut short is an error); return (position after the last one, next index, offset deltas in order).
 
-    The hot loop of the produce path: one pass over each record's varint fields, keys and values skipped.
+    The hot loop of the produce path: one pass over each record's varint fields (one- and two-byte varints by table
+    lookup), keys and values skipped. A read past ``data`` raises IndexError (the caller's "invalid structure").
     """
     end = len(data)
+    one = _ONE
+    two = _TWO
     tail = _varint_tail
     in_order = True
     compacted = rules.compacted
-    earliest = rules.earliest
-    latest = rules.latest
-    base_timestamp = header.base_timestamp
+    earliest = rules.earliest - header.base_timestamp  # bounds on the timestamp delta itself
+    latest = rules.latest - header.base_timestamp
+    no_timestamp = NO_TIMESTAMP - header.base_timestamp
     while index < count:
-        if not final and end - pos < _MAX_VARINT_BYTES:
+        if (pos + _MAX_VARINT_BYTES > end and not final) or pos >= end:
             break
-        if pos >= end:
-            break
-        b = data[pos]
-        if b < 0x80:
-            length, p = (b >> 1) ^ -(b & 1), pos + 1
+        length = one[data[pos]]
+        if length is not None:
+            p = pos + 1
         else:
-            length, p = tail(data, pos + 1, b, _MAX_VARINT_BYTES)
+            length = two[data[pos] | data[pos + 1] << 8] if pos + 1 < end else None
+            if length is not None:
+                p = pos + 2
+            else:
+                length, p = tail(data, pos + 1, data[pos], _MAX_VARINT_BYTES)
         rec_end = p + length
         if rec_end > end:
             if final:
@@ -330,43 +345,54 @@ def _walk(
             break
         if length < _MIN_RECORD_BODY:
             raise InvalidBatchError(f"Invalid record size {length} of record {index}")
-        p += 1  # attributes
-        b = data[p]
-        if b < 0x80:
-            ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
+        p += 1  # attributes (unused)
+        ts_delta = one[data[p]]
+        if ts_delta is not None:
+            p += 1
         else:
-            ts_delta, p = tail(data, p + 1, b, _MAX_VARLONG_BYTES)
-        b = data[p]
-        if b < 0x80:
-            offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            ts_delta, p = tail(data, p + 1, data[p], _MAX_VARLONG_BYTES)
+        offset_delta = one[data[p]]
+        if offset_delta is not None:
+            p += 1
         else:
-            offset_delta, p = tail(data, p + 1, b, _MAX_VARINT_BYTES)
+            offset_delta = two[data[p] | data[p + 1] << 8]
+            if offset_delta is not None:
+                p += 2
+            else:
+                offset_delta, p = tail(data, p + 1, data[p], _MAX_VARINT_BYTES)
         if offset_delta != index:
             in_order = False
-        b = data[p]
-        if b < 0x80:
-            size, p = (b >> 1) ^ -(b & 1), p + 1
+        size = one[data[p]]
+        if size is not None:
+            p += 1
         else:
-            size, p = tail(data, p + 1, b, _MAX_VARINT_BYTES)
-        if size < 0:
+            size = two[data[p] | data[p + 1] << 8]
+            if size is not None:
+                p += 2
+            else:
+                size, p = tail(data, p + 1, data[p], _MAX_VARINT_BYTES)
+        if size > 0:
+            p += size
+        elif size < 0:
             if size != -1:
                 raise InvalidBatchError(f"Invalid key size {size} of record {index}")
             if compacted:
                 rules.add(index, rules.keyless)
-                ts_delta = NO_TIMESTAMP - base_timestamp  # Kafka reports the key, not also the timestamp
+                ts_delta = no_timestamp  # Kafka reports the key, not also the timestamp
+        size = one[data[p]]
+        if size is not None:
+            p += 1
         else:
-            p += size
-        b = data[p]
-        if b < 0x80:
-            size, p = (b >> 1) ^ -(b & 1), p + 1
-        else:
-            size, p = tail(data, p + 1, b, _MAX_VARINT_BYTES)
-        if size < -1:
-            raise InvalidBatchError(f"Invalid value size {size} of record {index}")
+            size = two[data[p] | data[p + 1] << 8]
+            if size is not None:
+                p += 2
+            else:
+                size, p = tail(data, p + 1, data[p], _MAX_VARINT_BYTES)
         if size > 0:
             p += size
-        b = data[p]
-        if b:
+        elif size < -1:
+            raise InvalidBatchError(f"Invalid value size {size} of record {index}")
+        if data[p]:
             p = _skip_headers(data, p, rec_end, index)
         else:
             p += 1
@@ -375,11 +401,9 @@ def _walk(
                 f"Invalid record size: expected to read {length} bytes in record payload, but instead read "
                 f"{length + p - rec_end}"
             )
-        if check_each:
-            ts = base_timestamp + ts_delta
-            if (ts < earliest or ts > latest) and ts != NO_TIMESTAMP:
-                rules.timestamp_error = True
-                rules.add(index, _timestamp_message(ts, rules))
+        if check_each and (ts_delta < earliest or ts_delta > latest) and ts_delta != no_timestamp:
+            rules.timestamp_error = True
+            rules.add(index, _timestamp_message(header.base_timestamp + ts_delta, rules))
         pos = rec_end
         index += 1
     return pos, index, in_order
