@@ -222,14 +222,14 @@ def _validate_records(
     body = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
     try:
         if header.compression == Compression.NONE:
-            data = bytes(body)
-            walked, index, in_order = _walk(data, 0, count, 0, True, header, rules, check_each)
+            start, end = pos + BATCH_HEADER_SIZE, pos + header.size
+            walked, index, in_order = _walk(buf, start, end, count, 0, True, header, rules, check_each)
             if index != count:
                 raise InvalidBatchError(f"batch declares {count} records but holds {index}")
-            if walked != len(data):
+            if walked != end:
                 raise InvalidBatchError("Incorrect declared batch size, records still remaining in batch")
             if not in_order:
-                _offset_delta_errors(data, count, rules)
+                _offset_delta_errors(bytes(body), count, rules)
             rebuild = False
         else:
             rebuild = not _walk_compressed(body, header, rules, budget, check_each)
@@ -277,12 +277,12 @@ def _walk_compressed(
     for piece in pieces:
         budget.take(len(piece))
         data = pending + piece if pending else piece
-        walked, index, ordered = _walk(data, 0, count, index, False, header, rules, check_each)
+        walked, index, ordered = _walk(data, 0, len(data), count, index, False, header, rules, check_each)
         in_order = in_order and ordered
         pending = data[walked:]
         if index == count and pending:
             break
-    walked, index, ordered = _walk(pending, 0, count, index, True, header, rules, check_each)
+    walked, index, ordered = _walk(pending, 0, len(pending), count, index, True, header, rules, check_each)
     in_order = in_order and ordered
     if index != count:
         raise InvalidBatchError(f"batch declares {count} records but holds {index}")
@@ -302,8 +302,9 @@ for _first in range(0x80, 0x100):
 
 
 def _walk(
-    data: bytes,
+    data: bytes | bytearray | memoryview,
     pos: int,
+    end: int,
     count: int,
     index: int,
     final: bool,
@@ -311,13 +312,12 @@ def _walk(
     rules: _Rules,
     check_each: bool,
 ) -> tuple[int, int, bool]:
-    """Check the records from ``index`` on that lie whole in ``data[pos:]`` (all of them when ``final``: then a
+    """Check the records from ``index`` on that lie whole in ``data[pos:end]`` (all of them when ``final``: then a
     record cut short is an error); return (position after the last one, next index, offset deltas in order).
 
     The hot loop of the produce path: one pass over each record's varint fields (one- and two-byte varints by table
     lookup), keys and values skipped. A read past ``data`` raises IndexError (the caller's "invalid structure").
     """
-    end = len(data)
     one = _ONE
     two = _TWO
     tail = _varint_tail
