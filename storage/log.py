@@ -45,6 +45,7 @@ from oncelog.protocol.records.batch import (
     BatchHeader,
     parse_header,
     set_log_append_time,
+    set_max_timestamp,
     unchecked_prefix,
 )
 from oncelog.storage.append_origin import AppendOrigin
@@ -270,6 +271,11 @@ class PartitionLog:
             buf, validated = _rebuilt(buf, batches, codec, self.config.max_message_bytes)
         else:
             validated = [(batch.position, batch.header) for batch in batches]
+            if any(batch.max_timestamp_fixed for batch in batches):
+                buf = bytearray(buf)  # a lying maxTimestamp is set from the records, in place
+                for batch in batches:
+                    if batch.max_timestamp_fixed:
+                        set_max_timestamp(buf, batch.position, batch.header.size, batch.header.max_timestamp)
         log_append_time = self.config.log_append_time
         if log_append_time and not isinstance(buf, bytearray):
             buf = bytearray(buf)  # stamped in place

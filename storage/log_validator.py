@@ -108,6 +108,9 @@ class ValidatedBatch:
     position: int
     header: BatchHeader
     rebuild: bool = False
+    #: The header's maxTimestamp was not its records' largest timestamp: ``header`` holds the right one, which the
+    #: stored batch must get (Kafka's LogValidator sets it from the records).
+    max_timestamp_fixed: bool = False
 
 
 @dataclass(slots=True)
@@ -124,6 +127,8 @@ class _Rules:
     #: Invalid records found in the batch, listed in ``errors`` or not (beyond RECORD_ERRORS_LIMIT).
     error_count: int = 0
     timestamp_error: bool = False
+    #: Largest timestamp delta of the batch's records walked so far.
+    max_delta: int = NO_TIMESTAMP
 
     def add(self, index: int, message: str) -> None:
         self.error_count += 1
@@ -163,10 +168,13 @@ def validate_append(
     pos = 0
     while pos < end:
         header = _validate_header(buf, pos, config, client, partition)
-        rebuild = False
+        rebuild = fixed = False
         if client and not header.is_control:
             rebuild = _validate_records(buf, pos, header, rules, budget)
-        validated.append(ValidatedBatch(pos, header, rebuild))
+            if header.timestamp_type == 0 and header.max_timestamp != header.base_timestamp + rules.max_delta:
+                header = header._replace(max_timestamp=header.base_timestamp + rules.max_delta)
+                fixed = True
+        validated.append(ValidatedBatch(pos, header, rebuild, fixed))
         pos += header.size
     return validated
 
@@ -208,6 +216,7 @@ def _validate_records(
     rules.errors = []
     rules.error_count = 0
     rules.timestamp_error = False
+    rules.max_delta = NO_TIMESTAMP - header.base_timestamp
     count = header.records_count
     log_append_batch = header.timestamp_type == 1
     # Kafka's validateTimestamp: a LogAppendTime batch's records all carry its max timestamp; a client may not
@@ -322,6 +331,7 @@ def _walk(
     two = _TWO
     tail = _varint_tail
     in_order = True
+    max_delta = rules.max_delta
     compacted = rules.compacted
     earliest = rules.earliest - header.base_timestamp  # bounds on the timestamp delta itself
     latest = rules.latest - header.base_timestamp
@@ -362,6 +372,8 @@ def _walk(
                 offset_delta, p = tail(data, p + 1, data[p], _MAX_VARINT_BYTES)
         if offset_delta != index:
             in_order = False
+        if ts_delta > max_delta:
+            max_delta = ts_delta
         size = one[data[p]]
         if size is not None:
             p += 1
@@ -406,6 +418,7 @@ def _walk(
             rules.add(index, _timestamp_message(header.base_timestamp + ts_delta, rules))
         pos = rec_end
         index += 1
+    rules.max_delta = max_delta
     return pos, index, in_order
 
 

@@ -251,3 +251,18 @@ def test_many_tiny_compressed_records_validate_in_bounded_memory() -> None:
 def test_coordinator_batches_get_structural_checks_only() -> None:
     keyless = batch(record(0, key=None), 1)
     validate_append(keyless, LogConfig(cleanup_policy=("compact",)), AppendOrigin.COORDINATOR, NOW, "t-0")
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_a_lying_max_timestamp_is_set_from_the_records(tmp_path, codec: int) -> None:
+    section = record(0, ts_delta=5) + record(1, ts_delta=40) + record(2, ts_delta=-3)
+    data = bytearray(batch(section, 3, codec=codec))
+    struct.pack_into(">q", data, 35, NOW + 10**9)  # maxTimestamp far ahead of every record (it holds retention)
+    struct.pack_into(">I", data, CRC_POS, compute_crc(data, 0, len(data)))
+    [checked] = validate(bytes(data))
+    assert checked.max_timestamp_fixed and checked.header.max_timestamp == NOW + 40
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    assert log.append(bytes(data), now_ms=NOW).max_timestamp == NOW + 40
+    header, records = decode_batch(log.read(0, 1 << 20))  # CRC checked
+    assert header.max_timestamp == NOW + 40 and [r.timestamp for r in records] == [NOW + 5, NOW + 40, NOW - 3]
+    log.close()
