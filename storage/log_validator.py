@@ -336,9 +336,9 @@ def _walk(
     earliest = rules.earliest - header.base_timestamp  # bounds on the timestamp delta itself
     latest = rules.latest - header.base_timestamp
     no_timestamp = NO_TIMESTAMP - header.base_timestamp
-    while index < count:
-        if (pos + _MAX_VARINT_BYTES > end and not final) or pos >= end:
-            break
+    stop = end if final else end - _MAX_VARINT_BYTES + 1  # short of a whole length varint: wait for more
+    min_body = _MIN_RECORD_BODY
+    while index < count and pos < stop:
         length = one[data[pos]]
         if length is not None:
             p = pos + 1
@@ -353,7 +353,7 @@ def _walk(
             if final:
                 raise InvalidBatchError(f"record {index} declares {length} bytes, beyond the end of the batch")
             break
-        if length < _MIN_RECORD_BODY:
+        if length < min_body:
             raise InvalidBatchError(f"Invalid record size {length} of record {index}")
         p += 1  # attributes (unused)
         ts_delta = one[data[p]]
