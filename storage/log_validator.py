@@ -49,7 +49,7 @@ from oncelog.protocol.records.batch import (
     parse_header,
     validate_batch,
 )
-from oncelog.protocol.records.codec import encode_varint
+from oncelog.protocol.records.codec import decode_varint, encode_varint, read_varint_tail
 from oncelog.protocol.records.compression import (
     Compression,
     DecompressionError,
@@ -329,7 +329,7 @@ def _walk(
     """
     one = _ONE
     two = _TWO
-    tail = _varint_tail
+    tail = read_varint_tail
     in_order = True
     max_delta = rules.max_delta
     compacted = rules.compacted
@@ -422,37 +422,16 @@ def _walk(
     return pos, index, in_order
 
 
-def _varint_tail(data: bytes, pos: int, first: int, max_bytes: int) -> tuple[int, int]:
-    """Finish a zigzag varint whose first byte ``first`` (>= 0x80) was at ``pos - 1``."""
-    value = first & 0x7F
-    shift = 7
-    for _ in range(max_bytes - 1):
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-    raise InvalidBatchError(f"varint longer than {max_bytes} bytes")
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    return _varint_tail(data, pos + 1, b, _MAX_VARINT_BYTES)
-
-
 def _skip_headers(data: bytes, p: int, rec_end: int, index: int) -> int:
-    count, p = _read_varint(data, p)
+    count, p = decode_varint(data, p, _MAX_VARINT_BYTES)
     if count < 0:
         raise InvalidBatchError(f"Found invalid number of record headers {count} in record {index}")
     for _ in range(count):
-        size, p = _read_varint(data, p)
+        size, p = decode_varint(data, p, _MAX_VARINT_BYTES)
         if size < 0:
             raise InvalidBatchError(f"Invalid negative header key size {size} in record {index}")
         p += size
-        size, p = _read_varint(data, p)
+        size, p = decode_varint(data, p, _MAX_VARINT_BYTES)
         if size < -1:
             raise InvalidBatchError(f"Invalid header value size {size} in record {index}")
         if size > 0:
@@ -473,13 +452,13 @@ def _record_offsets(data: bytes, count: int) -> Iterator[tuple[int, int, int, in
     """For each record of a structurally valid records section: (start, offset delta start, its end, delta)."""
     pos = 0
     for _ in range(count):
-        length, p = _read_varint(data, pos)
+        length, p = decode_varint(data, pos, _MAX_VARINT_BYTES)
         start = p
         rec_end = p + length
         p += 1
-        _ts, p = _varint_tail(data, p + 1, data[p], _MAX_VARLONG_BYTES) if data[p] >= 0x80 else (0, p + 1)
+        _ts, p = read_varint_tail(data, p + 1, data[p], _MAX_VARLONG_BYTES) if data[p] >= 0x80 else (0, p + 1)
         delta_at = p
-        delta, p = _read_varint(data, p)
+        delta, p = decode_varint(data, p, _MAX_VARINT_BYTES)
         yield start, delta_at, p, delta
         pos = rec_end
 
@@ -541,16 +520,16 @@ def _renumber(data: bytes, index: int, count: int) -> tuple[bytes, int, int]:
     view = memoryview(data)
     while index < count and pos < end:
         try:
-            length, p = _read_varint(data, pos)
+            length, p = decode_varint(data, pos, _MAX_VARINT_BYTES)
         except IndexError:
             break
         rec_end = p + length
         if rec_end > end:
             break
         q = p + 1
-        _ts, q = _varint_tail(data, q + 1, data[q], _MAX_VARLONG_BYTES) if data[q] >= 0x80 else (0, q + 1)
+        _ts, q = read_varint_tail(data, q + 1, data[q], _MAX_VARLONG_BYTES) if data[q] >= 0x80 else (0, q + 1)
         delta_at = q
-        _delta, q = _read_varint(data, q)
+        _delta, q = decode_varint(data, q, _MAX_VARINT_BYTES)
         delta = encode_varint(index)
         parts.append(encode_varint(length - (q - delta_at) + len(delta)))
         parts.append(view[p:delta_at].tobytes())

@@ -163,9 +163,7 @@ def _xerial_compress(data: bytes | bytearray | memoryview) -> bytes:
 
 
 def _snappy_decompress(data: bytes, max_size: int) -> bytes:
-    if len(data) >= _XERIAL_HEADER_SIZE and data.startswith(XERIAL_MAGIC):
-        return _xerial_decompress(data, max_size)
-    return _raw_snappy(data, max_size, 0)
+    return b"".join(_snappy_stream(data, max_size))
 
 
 def _raw_snappy(block: bytes, max_size: int, already: int) -> bytes:
@@ -174,28 +172,6 @@ def _raw_snappy(block: bytes, max_size: int, already: int) -> bytes:
     if already + size > max_size:
         raise _too_big(already + size, max_size)
     return bytes(cramjam.snappy.decompress_raw(block))
-
-
-def _xerial_decompress(data: bytes, max_size: int) -> bytes:
-    """Split into blocks and sum their declared sizes before inflating any of them."""
-    pos = _XERIAL_HEADER_SIZE
-    end = len(data)
-    blocks: list[bytes] = []
-    total = 0
-    while pos < end:
-        if end - pos < 4:
-            raise DecompressionError("truncated xerial snappy block length")
-        (length,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if length < 0 or length > end - pos:
-            raise DecompressionError(f"xerial snappy block length {length} exceeds the remaining bytes")
-        block = data[pos : pos + length]
-        total += cramjam.snappy.decompress_raw_len(block)
-        blocks.append(block)
-        pos += length
-    if total > max_size:
-        raise _too_big(total, max_size)
-    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in blocks)
 
 
 # --- lz4 ---------------------------------------------------------------------------------------------------
@@ -556,12 +532,25 @@ def _lz4_stream(data: bytes, max_size: int) -> Iterator[bytes]:
 
 
 def _snappy_stream(data: bytes, max_size: int) -> Iterator[bytes]:
+    """Raw snappy whole; xerial framing block by block, once the blocks' declared sizes are summed (nothing inflates
+    when they exceed ``max_size``)."""
     if not (len(data) >= _XERIAL_HEADER_SIZE and data.startswith(XERIAL_MAGIC)):
         yield _raw_snappy(data, max_size, 0)
         return
+    blocks = _xerial_blocks(data)
+    total = sum(cramjam.snappy.decompress_raw_len(block) for block in blocks)
+    if total > max_size:
+        raise _too_big(total, max_size)
+    for block in blocks:
+        yield bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _xerial_blocks(data: bytes) -> list[memoryview]:
+    """The raw snappy blocks of a xerial stream (views into ``data``)."""
+    view = memoryview(data)
     pos = _XERIAL_HEADER_SIZE
     end = len(data)
-    total = 0
+    blocks = []
     while pos < end:
         if end - pos < 4:
             raise DecompressionError("truncated xerial snappy block length")
@@ -569,10 +558,9 @@ def _snappy_stream(data: bytes, max_size: int) -> Iterator[bytes]:
         pos += 4
         if length < 0 or length > end - pos:
             raise DecompressionError(f"xerial snappy block length {length} exceeds the remaining bytes")
-        block = _raw_snappy(data[pos : pos + length], max_size, total)
-        total += len(block)
+        blocks.append(view[pos : pos + length])
         pos += length
-        yield block
+    return blocks
 
 
 class StreamCompressor:

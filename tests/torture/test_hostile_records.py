@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.broker import BrokerProcess
 from support.topics import wait_topic_visible
-from support.wire import WireClient
+from support.wire import WireClient, _varbytes, _zigzag_varint
 
 NONE, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD = 0, 2, 10, 87
 GZIP, ZSTD = 1, 4
@@ -25,22 +25,9 @@ GZIP, ZSTD = 1, 4
 RSS_GROWTH_LIMIT = 150 * 1024 * 1024
 
 
-def _varint(value: int) -> bytes:
-    z = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def _record(offset_delta: int, key: bytes | None = b"k", value: bytes | None = b"v") -> bytes:
-    body = b"\x00" + _varint(0) + _varint(offset_delta)
-    for field in (key, value):
-        body += _varint(-1) if field is None else _varint(len(field)) + field
-    body += b"\x00"
-    return _varint(len(body)) + body
+    body = b"\x00" + _zigzag_varint(0) + _zigzag_varint(offset_delta) + _varbytes(key) + _varbytes(value) + b"\x00"
+    return _zigzag_varint(len(body)) + body
 
 
 def _batch(body: bytes, count: int, codec: int = 0) -> bytes:
