@@ -186,6 +186,22 @@ PROPERTIES: dict[str, PropertySpec] = {
             choices=("CreateTime", "LogAppendTime"),
         ),
         PropertySpec(
+            "log.message.timestamp.before.max.ms",
+            int,
+            9223372036854775807,
+            "How far a CreateTime record's timestamp may be behind the broker's clock (KIP-937).",
+            "message.timestamp.before.max.ms",
+            topic_minimum=0,
+        ),
+        PropertySpec(
+            "log.message.timestamp.after.max.ms",
+            int,
+            3600000,
+            "How far a CreateTime record's timestamp may be ahead of the broker's clock (KIP-937; Kafka 4.0 default).",
+            "message.timestamp.after.max.ms",
+            topic_minimum=0,
+        ),
+        PropertySpec(
             "compression.type",
             str,
             "producer",
@@ -476,6 +492,8 @@ class BrokerConfig:
             cleanup_policy=list_items(str(values["log.cleanup.policy"])),
             delete_retention_ms=int(values["log.cleaner.delete.retention.ms"]),  # type: ignore[arg-type]
             message_timestamp_type=str(values["log.message.timestamp.type"]),
+            message_timestamp_before_max_ms=int(values["log.message.timestamp.before.max.ms"]),  # type: ignore[arg-type]
+            message_timestamp_after_max_ms=int(values["log.message.timestamp.after.max.ms"]),  # type: ignore[arg-type]
             min_insync_replicas=int(values["min.insync.replicas"]),  # type: ignore[arg-type]
             compression_type=str(values["compression.type"]),
             flush_messages=int(values["log.flush.interval.messages"]),  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from oncelog.broker.request import Deferred, Request
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.records.batch import InvalidBatchError, holds_codec, parse_header
 from oncelog.protocol.records.compression import Compression
+from oncelog.storage.log_validator import DecompressionBudget
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
@@ -40,9 +41,9 @@ def _partition_response(index: int, outcome: PartitionAppend) -> dict:
         "base_offset": result.first_offset if result is not None else -1,
         "log_append_time_ms": result.log_append_time if result is not None else NO_TIMESTAMP,
         "log_start_offset": result.log_start_offset if result is not None else -1,
-        "record_errors": []
-        if outcome.record_index is None
-        else [{"batch_index": outcome.record_index, "batch_index_error_message": outcome.message}],
+        "record_errors": [
+            {"batch_index": index, "batch_index_error_message": message} for index, message in outcome.record_errors
+        ],
         "error_message": outcome.message,
     }
 
@@ -85,6 +86,7 @@ def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tu
     else:
         reject = None
     timestamp = now_ms()
+    budget = DecompressionBudget()  # one for the whole request: its batches together inflate at most this much
     outcomes = []
     for topic_data in body.topic_data:
         name = topic_data.name
@@ -112,7 +114,7 @@ def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tu
             elif error := _check_transactional(broker, body.transactional_id, name, index, partition_data.records):
                 outcome = PartitionAppend(error)
             else:
-                outcome = broker.replicas.append(name, index, partition_data.records, timestamp)
+                outcome = broker.replicas.append(name, index, partition_data.records, timestamp, budget=budget)
             per_partition.append((index, outcome))
         outcomes.append((name, per_partition))
     return outcomes
