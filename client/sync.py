@@ -136,11 +136,12 @@ class _Handoff:
     ``await`` in between, so any number of drains keep the queue's order.
     """
 
-    def __init__(self, apply: Callable[[Any], None], max_block_ms: int) -> None:
-        self._apply = apply
+    def __init__(self, apply: Callable[[list[Any]], None], max_block_ms: int) -> None:
+        self._apply = apply  # applies a chunk of items, in order
         self._max_block_s = max_block_ms / 1000
         self._token = anyio.lowlevel.current_token()
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # a plain lock on the fast path; the condition only to wait for room
+        self._room = threading.Condition(self._lock)
         self._items: list[Any] = []
         self._idle = True  # the drain task waits for a wake-up: the next put must send one
         self._blocked = 0  # callers waiting for room
@@ -148,7 +149,7 @@ class _Handoff:
         self._wake = anyio.Event()
 
     def put(self, item: Any) -> None:
-        with self._cond:
+        with self._lock:
             if len(self._items) >= HANDOFF_MAX_RECORDS:
                 self._wait_for_room()
             if self._closed:
@@ -166,12 +167,12 @@ class _Handoff:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise KafkaTimeoutError("the event loop took no record for max.block.ms")
-                self._cond.wait(remaining)
+                self._room.wait(remaining)
         finally:
             self._blocked -= 1
 
     def _take(self) -> list[Any]:
-        with self._cond:
+        with self._lock:
             items = self._items
             if len(items) <= DRAIN_CHUNK:
                 self._items, chunk = [], items
@@ -181,7 +182,7 @@ class _Handoff:
             if not chunk:
                 self._idle = True
             if self._blocked and len(self._items) <= HANDOFF_MAX_RECORDS // 2:
-                self._cond.notify_all()  # wake waiting callers once half the room is free: fewer GIL hand-overs
+                self._room.notify_all()  # wake waiting callers once half the room is free: fewer GIL hand-overs
         return chunk
 
     def _on_wake(self) -> None:
@@ -190,8 +191,7 @@ class _Handoff:
     async def drain(self) -> None:
         """Apply every record handed over so far, in order."""
         while chunk := self._take():
-            for item in chunk:
-                self._apply(item)
+            self._apply(chunk)
             await anyio.lowlevel.checkpoint()
 
     async def run(self) -> None:
@@ -203,9 +203,9 @@ class _Handoff:
 
     async def close(self) -> None:
         """Drain what is queued; later puts raise IllegalStateError."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._room.notify_all()
         await self.drain()
 
 
@@ -233,12 +233,13 @@ class Producer(_Blocking):
                 await handoff.close()  # before the producer's close, which flushes what it holds
                 tg.cancel_scope.cancel()
 
-    def _apply(self, item: tuple[DeliveryHandle, str, SimpleRecord, int | None, int]) -> None:
-        handle, topic, record, partition, count = item
-        try:
-            handle._fut = self._async.append_record(topic, record, partition, count)
-        except Exception as exc:
-            handle._error = exc
+    def _apply(self, chunk: list[tuple[DeliveryHandle, str, SimpleRecord, int | None, int]]) -> None:
+        append = self._async.append_record
+        for handle, topic, record, partition, count in chunk:
+            try:
+                handle._fut = append(topic, record, partition, count)
+            except Exception as exc:
+                handle._error = exc
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         """Call ``fn`` on the loop once every record handed over before has reached the async producer."""
