@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
-from oncelog.protocol.internal.transaction_log import TxnStateCode
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
@@ -31,7 +30,7 @@ def _describe(broker: BrokerNode, transactional_id: str) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "transactional_id": transactional_id,
-        "transaction_state": TxnStateCode(metadata.state).kafka_name,
+        "transaction_state": metadata.state.kafka_name,
         "transaction_timeout_ms": metadata.timeout_ms,
         "transaction_start_time_ms": metadata.start_timestamp_ms,
         "producer_id": metadata.producer_id,

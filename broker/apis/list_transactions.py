@@ -6,14 +6,13 @@ from typing import TYPE_CHECKING
 
 from oncelog.broker.clock import now_ms
 from oncelog.broker.request import Request
-from oncelog.broker.txn.metadata import TxnState
 from oncelog.protocol import ErrorCode
-from oncelog.protocol.internal.transaction_log import TxnStateCode
+from oncelog.protocol.internal.transaction_log import TxnState
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
 
-KNOWN_STATE_NAMES = {code.kafka_name for code in TxnStateCode}
+KNOWN_STATE_NAMES = {code.kafka_name for code in TxnState}
 
 
 async def handle(broker: BrokerNode, request: Request) -> dict:
@@ -24,7 +23,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
     now = now_ms()
     listed = []
     for metadata in broker.transactions.all():
-        name = TxnStateCode(metadata.state).kafka_name
+        name = metadata.state.kafka_name
         if states and name not in states:
             continue
         if producer_ids and metadata.producer_id not in producer_ids:
