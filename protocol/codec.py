@@ -13,7 +13,7 @@ from typing import Any
 
 from construct import Container
 from oncelog.protocol import primitives as p
-from oncelog.protocol.api import SUPPORTED_VERSIONS, ApiKey
+from oncelog.protocol.api import SCHEMAS, SUPPORTED_VERSIONS, ApiKey
 from oncelog.protocol.errors import DecodeError, EncodeError, ProtocolError
 from oncelog.protocol.headers import (
     RequestHeader,
@@ -22,14 +22,7 @@ from oncelog.protocol.headers import (
     encode_response_header,
     response_header_version,
 )
-from oncelog.protocol.messages import SCHEMAS
 from oncelog.protocol.schema import Message
-
-# Every (api, version range) we have schemas for, advertised or not.
-DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {}
-for _key, (_req, _resp) in SCHEMAS.items():
-    _valid = [v for v in range(0, 64) if _req.has_version(v)]
-    DECLARED_VERSIONS[_key] = (_valid[0], _valid[-1])
 
 
 @functools.cache  # only valid (api, version) pairs are cached: a failed lookup raises
