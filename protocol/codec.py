@@ -1,7 +1,8 @@
 """Encode/decode whole request and response frames (the bytes after the 4-byte size prefix).
 
 Bodies decode to construct ``Container`` s (attribute and item access) holding every field the API knows at
-any version (absent ones at their defaults); bodies encode from dicts that may hold a superset of fields.
+any version (absent ones at their defaults); bodies encode from dicts whose keys are fields of that message at
+some version (a field this version lacks is left out; a key the message has at no version raises EncodeError).
 Every decoding failure is a DecodeError; every encoding failure an EncodeError.
 """
 
@@ -61,6 +62,8 @@ def _decode(
 def _encode_into(out: Any, message: Message, version: int, body: Mapping[str, Any]) -> None:
     try:
         message.construct(version).build_stream(body, out)
+    except EncodeError as e:
+        raise EncodeError(f"cannot encode {message.name} v{version}: {e}") from None
     except ProtocolError:
         raise
     except Exception as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from oncelog.broker.apis.describe_configs import topic_config_entries
@@ -35,6 +36,15 @@ async def _create(broker: BrokerNode, topic, validate_only: bool) -> TopicOutcom
     )
 
 
+#: The fields of a CreateTopics v5+ config entry (Kafka's CreatableTopicConfigs): a DescribeConfigs entry without
+#: its synonyms, type and documentation.
+CREATABLE_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
+
+
+def _creatable_configs(broker: BrokerNode, overrides: Mapping[str, str]) -> list[dict]:
+    return [{f: entry[f] for f in CREATABLE_CONFIG_FIELDS} for entry in topic_config_entries(broker, overrides)]
+
+
 async def handle(broker: BrokerNode, request: Request) -> dict:
     body = request.body
     counts = Counter(t.name for t in body.topics)
@@ -55,7 +65,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
                 "error_message": outcome.message,
                 "num_partitions": created.partitions if created is not None else -1,
                 "replication_factor": 1 if created is not None else -1,
-                "configs": topic_config_entries(broker, created.configs) if created is not None else [],
+                "configs": _creatable_configs(broker, created.configs) if created is not None else [],
             }
         )
     return {"throttle_time_ms": 0, "topics": results}

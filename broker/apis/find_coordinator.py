@@ -53,4 +53,5 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
             "coordinators": [await _lookup(broker, k, body.key_type, request.listener) for k in body.coordinator_keys],
         }
     entry = await _lookup(broker, body.key, body.key_type, request.listener)
+    del entry["key"]  # v0-3 answer for the one key asked; only v4+'s coordinators name theirs
     return {"throttle_time_ms": 0, **entry}
