@@ -12,10 +12,10 @@ from oncelog.broker.topics import USE_BROKER_DEFAULT, TopicOutcome
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def _create(broker: BrokerNode, topic, validate_only: bool) -> TopicOutcome:
+async def _create(broker: Broker, topic, validate_only: bool) -> TopicOutcome:
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
     if topic.assignments:
         if num_partitions != USE_BROKER_DEFAULT or replication_factor != USE_BROKER_DEFAULT:
@@ -41,11 +41,11 @@ async def _create(broker: BrokerNode, topic, validate_only: bool) -> TopicOutcom
 CREATABLE_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
 
-def _creatable_configs(broker: BrokerNode, overrides: Mapping[str, str]) -> list[dict]:
+def _creatable_configs(broker: Broker, overrides: Mapping[str, str]) -> list[dict]:
     return [{f: entry[f] for f in CREATABLE_CONFIG_FIELDS} for entry in topic_config_entries(broker, overrides)]
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = []

@@ -8,10 +8,10 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-def _describe(broker: BrokerNode, transactional_id: str) -> dict:
+def _describe(broker: Broker, transactional_id: str) -> dict:
     metadata = broker.transactions.get(transactional_id)
     if metadata is None:
         return {
@@ -39,7 +39,7 @@ def _describe(broker: BrokerNode, transactional_id: str) -> dict:
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     return {
         "throttle_time_ms": 0,
         "transaction_states": [_describe(broker, t) for t in request.body.transactional_ids],

@@ -10,12 +10,12 @@ from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.transaction_log import TxnState
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 KNOWN_STATE_NAMES = {code.kafka_name for code in TxnState}
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     states = set(body.state_filters)
     producer_ids = set(body.producer_id_filters)
