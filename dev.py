@@ -116,6 +116,7 @@ def main() -> int:
     sync(["test"])
     run([str(VENV / "bin" / "ruff"), "check", "."])
     run([str(VENV / "bin" / "ruff"), "format", "--check", "."])
+    run([str(VENV / "bin" / "lint-imports")])  # layering contracts: pyproject.toml [tool.importlinter]
     result = subprocess.run([str(VENV / "bin" / "pytest"), *args], cwd=ROOT)
     return result.returncode
 

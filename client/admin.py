@@ -10,6 +10,7 @@ from oncelog.client.assignors import decode_assignment
 from oncelog.client.cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, Cluster
 from oncelog.client.errors import KafkaError, error_for
 from oncelog.client.security import connection_security
+from oncelog.client.txn_manager import coordinator_request
 from oncelog.client.types import TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK as HIGH_WATERMARK  # delete_records' "all"
@@ -21,6 +22,10 @@ CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 #: default.replication.factor (KIP-464, CreateTopics v4+).
 USE_BROKER_DEFAULT = -1
 ADMIN_TIMEOUT_MS = 30000  # default.api.timeout.ms is 60000; admin requests carry 30 s like Kafka's tools
+#: How long end_transaction retries a coordinator that is moving, loading or busy (max.block.ms, Kafka's 60000).
+MAX_BLOCK_MS = 60000
+#: Pause between those retries (retry.backoff.ms, Kafka's default 100).
+RETRY_BACKOFF_MS = 100
 #: Coordinator states in which a transaction still owns its partitions: the coordinator will end it by itself
 #: (Ongoing until EndTxn or timeout; the Prepare* states until its markers are written). PrepareEpochFence is the
 #: step before PrepareAbort when a timed-out transaction is fenced.
@@ -421,6 +426,41 @@ class Admin:
                 for p in t.partitions:
                     if p.error_code and p.error_code != ErrorCode.NONE:
                         raise error_for(p.error_code, f"WriteTxnMarkers {t.name}-{p.partition_index}")
+
+    async def end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        max_block_ms: int = MAX_BLOCK_MS,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
+    ) -> None:
+        """Commit (or abort) the open transaction of ``producer_id``/``producer_epoch`` (EndTxn to its coordinator),
+        for a process that holds just those ids and not the producer that began it.
+
+        Coordinator moves, loading, CONCURRENT_TRANSACTIONS and connection errors are retried until
+        ``max_block_ms`` (then KafkaTimeoutError); any other error raises as a KafkaError with its code. A repeated
+        EndTxn with the same outcome succeeds (the coordinator answers it so)."""
+        body = {
+            "transactional_id": transactional_id,
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "committed": commit,
+        }
+        resp = await coordinator_request(
+            self._cluster,
+            ApiKey.END_TXN,
+            body,
+            lambda r: [r.error_code],
+            key_type=COORDINATOR_TRANSACTION,
+            coordinator_key=transactional_id,
+            max_block_ms=max_block_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+        if resp.error_code != ErrorCode.NONE:
+            raise error_for(resp.error_code, f"EndTxn(commit={commit}) for {transactional_id}")
 
     async def find_hanging_transactions(self, topics: Iterable[str] | None = None) -> list[HangingTransaction]:
         """Open transactions on the partitions of ``topics`` (default: every non-internal topic) that no

@@ -440,7 +440,6 @@ class Consumer:
             )
         body = {
             "group_id": group,
-            "generation_id": self.generation_id,
             "generation_id_or_member_epoch": self.generation_id,
             "member_id": self.member_id,
             "group_instance_id": None,

@@ -17,7 +17,7 @@ from oncelog.protocol.records.batch import holds_codec
 from oncelog.protocol.records.compression import Compression
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 NO_PREFERRED_REPLICA = -1
 #: Kafka's FetchRequest.INVALID_SESSION_ID / FINAL_EPOCH / INITIAL_EPOCH.
@@ -30,7 +30,7 @@ MIN_ZSTD_VERSION = 10
 MAX_WAIT_CAP_MS = 60_000
 
 
-def _read_all(broker: BrokerNode, request: Request) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
+def _read_all(broker: Broker, request: Request) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
     body = request.body
     remaining = body.max_bytes if request.version >= 3 else 2**31 - 1
     isolation = body.isolation_level
@@ -90,7 +90,7 @@ def _response(results: list[tuple[str, list[tuple[int, PartitionRead]]]], isolat
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     if request.version >= 7 and body.session_id != NO_SESSION_ID:
         return {

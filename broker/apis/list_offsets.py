@@ -9,7 +9,7 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: Kafka's ListOffsetsRequest sentinels.
 LATEST_TIMESTAMP = -1
@@ -18,7 +18,7 @@ MAX_TIMESTAMP = -3
 UNKNOWN = -1
 
 
-def _lookup(broker: BrokerNode, name: str, index: int, timestamp: int, isolation: int) -> dict:
+def _lookup(broker: Broker, name: str, index: int, timestamp: int, isolation: int) -> dict:
     entry = {
         "partition_index": index,
         "error_code": ErrorCode.NONE,
@@ -51,7 +51,7 @@ def _lookup(broker: BrokerNode, name: str, index: int, timestamp: int, isolation
     return entry
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     return {
         "throttle_time_ms": 0,

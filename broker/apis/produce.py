@@ -20,7 +20,7 @@ from oncelog.protocol.records.compression import Compression
 from oncelog.storage.log_validator import DecompressionBudget
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: The first Produce version that carries v2 record batches (Kafka 4.0 rejects 0-2).
 MIN_RECORD_BATCH_V2_VERSION = 3
@@ -48,7 +48,7 @@ def _partition_response(index: int, outcome: PartitionAppend) -> dict:
     }
 
 
-def _isr_shortfall(broker: BrokerNode, topic: str, partition: int) -> str | None:
+def _isr_shortfall(broker: Broker, topic: str, partition: int) -> str | None:
     """Why an acks=all append must be refused with NOT_ENOUGH_REPLICAS (min.insync.replicas above the in-sync
     replica count, as Kafka's Partition.appendRecordsToLeader checks), or None."""
     partition_log = broker.logs.get(topic, partition)
@@ -61,7 +61,7 @@ def _isr_shortfall(broker: BrokerNode, topic: str, partition: int) -> str | None
 
 
 def _check_transactional(
-    broker: BrokerNode, transactional_id: str | None, topic: str, partition: int, records: bytes
+    broker: Broker, transactional_id: str | None, topic: str, partition: int, records: bytes
 ) -> ErrorCode:
     """Transactional records need a transactional id whose open transaction already holds this partition."""
     try:
@@ -77,7 +77,7 @@ def _check_transactional(
     )
 
 
-def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tuple[int, PartitionAppend]]]]:
+def _append_all(broker: Broker, request: Request) -> list[tuple[str, list[tuple[int, PartitionAppend]]]]:
     body = request.body
     if request.version < MIN_RECORD_BATCH_V2_VERSION:
         reject: ErrorCode | None = ErrorCode.UNSUPPORTED_VERSION
@@ -130,7 +130,7 @@ def _response(outcomes: list[tuple[str, list[tuple[int, PartitionAppend]]]]) -> 
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None:
+async def handle(broker: Broker, request: Request) -> dict | Deferred | None:
     outcomes = _append_all(broker, request)
     if request.body.acks == 0:
         return None
