@@ -1,7 +1,7 @@
 # oncelog broker: single node, data on the /data volume, Kafka clients connect to port 9092.
 #   docker build -t oncelog .
 #   docker run --rm -p 9092:9092 -v oncelog-data:/data oncelog
-# tests/packaging/test_docker_image.py runs this file's build commands and start command outside Docker.
+# tests/distribution/test_docker_image.py runs this file's build commands and start command outside Docker.
 
 # Build stage: the wheel of the source tree, then a virtual environment holding it with uv.lock's dependencies.
 FROM python:3.11-slim AS build
