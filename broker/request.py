@@ -18,6 +18,9 @@ class Request:
     client_host: str
     #: The name of the listener the request arrived on (None: the broker's first listener).
     listener: str | None = None
+    #: For a handler that waits long (a parked Fetch): run it beside the wait and it closes the connection, which
+    #: cancels the handler, once the client has gone; it never returns otherwise. None: nothing to watch.
+    watch_disconnect: Callable[[], Awaitable[None]] | None = None
 
     @property
     def version(self) -> int:

@@ -18,14 +18,18 @@ sweeper looks every tenth of that period, so a connection is closed within 1.1 t
 
 from __future__ import annotations
 
+import errno
 import struct
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 from oncelog.broker.apis import HANDLERS
 from oncelog.broker.listeners import Listener
+from oncelog.broker.log_limit import LogRateLimiter
 from oncelog.broker.request import Deferred, MalformedRequest, Request
+from oncelog.broker.request_budget import UNBOUNDED, RequestBudget
 from oncelog.broker.sasl.session import SaslSession
 from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.broker.tls_socket import TlsSocket
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _SIZE = struct.Struct(">i")
+#: accept() failures that mean the system is out of a resource, not that the listener is broken (trio's list).
+_ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 #: Responses queued per connection before the reader waits (clients keep at most 5 requests in flight).
 MAX_QUEUED_RESPONSES = 32
 #: Requests a connection may handle back to back without its socket waiting before it yields to other tasks.
@@ -60,17 +66,39 @@ IDLE_CHECKS_PER_PERIOD = 10
 #: small requests: the allocation of the result and its trim back to what arrived take a system call each once they
 #: pass glibc's thresholds (128 KiB); the rest of a large frame is asked for in one call.
 _RECEIVE_CHUNK = 64 * 1024
-#: Frames this large are received into a buffer of their own and decoded in place (no copies of the records)...
+#: Frames this large are gathered in a buffer of their own and decoded in place (no copies of the records); the
+#: buffer grows with the bytes received, so a client announcing big frames cannot make the broker hold memory it
+#: never sends.
 LARGE_FRAME_BYTES = _RECEIVE_CHUNK
-#: ... up to this size: that buffer is allocated whole when the size prefix arrives, so a larger frame is still
-#: gathered as its bytes arrive, and a client announcing big frames cannot make the broker hold memory it never sends.
-LARGE_FRAME_MAX_BYTES = 8 * 1024 * 1024
+#: Bytes asked of one recv while gathering a large frame (CPython allocates the whole ask first, then trims it).
+LARGE_RECEIVE_CHUNK = 1024 * 1024
 #: The writer sends the responses that are ready back to back in one system call, up to this many bytes.
 COALESCE_BYTES = 64 * 1024
+#: Encoded responses a connection may have queued, not yet sent, before it reads no more requests (Kafka mutes a
+#: connection whose response cannot be sent). With the one being sent, a client that never reads pins at most
+#: this plus one response (a Fetch response: at most ``fetch.max.bytes`` plus one batch).
+MAX_QUEUED_RESPONSE_BYTES = 1024 * 1024
+#: Requests this large, but for Produce (whose records are decoded as views), are decoded in a worker thread.
+THREAD_DECODE_BYTES = 256 * 1024
+#: Seconds the accept loop waits after the system refused a new connection (EMFILE...), as trio's does.
+ACCEPT_RETRY_S = 0.1
+#: Repeated errors a client or the system can cause are logged at most so often (``broker.log_limit``).
+_LOG_LIMIT = LogRateLimiter()
+#: The one worker-thread decode at a time, per trio run.
+_DECODE_LIMITER: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("decode_limiter")
 #: Requests whose bytes may hold secrets: never logged.
 _SECRET_APIS = frozenset({ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 #: What the writer sends: an encoded response, or a Deferred one with the header to encode it for.
 _Outgoing = bytes | tuple[RequestHeader, Deferred]
+
+
+def _decode_limiter() -> trio.CapacityLimiter:
+    try:
+        return _DECODE_LIMITER.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(1)
+        _DECODE_LIMITER.set(limiter)
+        return limiter
 
 
 class ConnectionClosed(Exception):
@@ -78,12 +106,20 @@ class ConnectionClosed(Exception):
 
 
 class FrameReader:
-    """Reads whole size-prefixed frames from a stream, refusing sizes above ``max_size`` before reading them."""
+    """Reads whole size-prefixed frames from a stream, refusing sizes above ``max_size`` before reading them.
 
-    def __init__(self, stream: NonBlockingSocket, max_size: int) -> None:
+    Memory follows the bytes that arrived, never the size a prefix announces: a frame's buffer grows as its bytes
+    are received. Before reading a frame's body the reader reserves the frame's size in the broker-wide ``budget``
+    (``queued.max.request.bytes``), waiting without reading while it does not fit; the caller gives it back with
+    ``release`` once the request is handled. Besides its frame a connection buffers at most ``_RECEIVE_CHUNK``
+    bytes of the requests after it."""
+
+    def __init__(self, stream: NonBlockingSocket, max_size: int, budget: RequestBudget | None = None) -> None:
         self._stream = stream
         self._max_size = max_size
+        self._budget = budget or RequestBudget(UNBOUNDED)
         self._buffer = bytearray()
+        self._reserved = 0
 
     async def _fill(self, needed: int) -> None:
         while len(self._buffer) < needed:
@@ -92,15 +128,24 @@ class FrameReader:
                 raise ConnectionClosed("peer closed the connection" if not self._buffer else "truncated frame")
             self._buffer += chunk
 
+    def release(self) -> None:
+        """Give back the budget the last frame reserved (idempotent)."""
+        if self._reserved:
+            self._budget.release(self._reserved)
+            self._reserved = 0
+
     async def next_frame(self) -> bytes | memoryview:
-        """The next frame without its size prefix. One between ``LARGE_FRAME_BYTES`` and ``LARGE_FRAME_MAX_BYTES``
-        not yet received whole is received straight into its own buffer and returned as a read-only memoryview
-        (decoded in place, see ``decode_request``); any other is copied out of the receive buffer as bytes."""
+        """The next frame without its size prefix, its size reserved in the budget until ``release``. One of at
+        least ``LARGE_FRAME_BYTES`` not yet received whole is gathered in a buffer of its own and returned as a
+        read-only memoryview (decoded in place, see ``decode_request``); any other is copied out of the receive
+        buffer as bytes."""
+        self.release()
         await self._fill(4)
         (size,) = _SIZE.unpack_from(self._buffer)
         if size < 0 or size > self._max_size:
             raise ConnectionClosed(f"frame size {size} outside 0..{self._max_size} (socket.request.max.bytes)")
-        if LARGE_FRAME_BYTES <= size <= LARGE_FRAME_MAX_BYTES and len(self._buffer) < 4 + size:
+        self._reserved = await self._budget.reserve(size)
+        if size >= LARGE_FRAME_BYTES and len(self._buffer) < 4 + size:
             return await self._receive_large(size)
         await self._fill(4 + size)
         with memoryview(self._buffer) as view:
@@ -109,18 +154,15 @@ class FrameReader:
         return frame
 
     async def _receive_large(self, size: int) -> memoryview:
-        frame = bytearray(size)
-        have = min(len(self._buffer) - 4, size)
         with memoryview(self._buffer) as buffered:
-            frame[:have] = buffered[4 : 4 + have]
-        del self._buffer[: 4 + have]
-        view = memoryview(frame)
-        while have < size:
-            received = await self._stream.receive_into(view[have:])
-            if not received:
+            frame = bytearray(buffered[4:])
+        self._buffer.clear()
+        while len(frame) < size:
+            chunk = await self._stream.receive_some(min(size - len(frame), LARGE_RECEIVE_CHUNK))
+            if not chunk:
                 raise ConnectionClosed("truncated frame")
-            have += received
-        return view.toreadonly()
+            frame += chunk
+        return memoryview(frame).toreadonly()
 
 
 class Connection:
@@ -134,9 +176,13 @@ class Connection:
         #: On a SASL listener, the authentication every request must wait for.
         self._sasl = SaslSession(broker.sasl[listener.name], broker.scram_credentials) if listener.uses_sasl else None
         self._client_host = sock.peer_host()
-        self._reader = FrameReader(sock, broker.config.get_int("socket.request.max.bytes"))
+        self._reader = FrameReader(sock, broker.config.get_int("socket.request.max.bytes"), broker.request_budget)
         #: Responses handed to the writer and not yet sent; while any is, the reader must queue behind them.
         self._queued = 0
+        #: Bytes of the encoded responses among them; the reader reads no request while they reach
+        #: ``MAX_QUEUED_RESPONSE_BYTES`` (``_drained`` is set once they fall below it).
+        self._queued_bytes = 0
+        self._drained: trio.Event | None = None
         #: Requests read so far; the idle sweeper compares it between looks.
         self.requests = 0
         self._scope = trio.CancelScope()
@@ -175,16 +221,26 @@ class Connection:
             frame = await self._reader.next_frame()
             bytes_without_waiting += len(frame)
             self.requests += 1
-            response = await self._handle(frame)
+            try:
+                response = await self._handle(frame)
+            finally:
+                del frame
+                self._reader.release()
             if response is not None:
                 if self._queued == 0 and isinstance(response, bytes):
+                    # While the client does not read, the connection is muted: no request is read meanwhile.
                     await self._sock.send_all(_SIZE.pack(len(response)) + response)
                 else:
                     self._queued += 1
+                    if isinstance(response, bytes):
+                        self._queued_bytes += len(response)
                     try:
                         send.send_nowait(response)
                     except trio.WouldBlock:
                         await send.send(response)
+                    if self._queued_bytes >= MAX_QUEUED_RESPONSE_BYTES:
+                        self._drained = trio.Event()
+                        await self._drained.wait()
             if self._sock.waits != waits:
                 without_waiting = bytes_without_waiting = 0
             else:
@@ -258,14 +314,23 @@ class Connection:
         header = self._decode_header(frame)
         if isinstance(header, bytes):
             return header
-        return await self._dispatch(header, self._decode_body(header, frame))
+        if len(frame) >= THREAD_DECODE_BYTES and header.api_key != ApiKey.PRODUCE:
+            # Up to MAX_REQUEST_ELEMENTS objects: decoded in a thread, one request at a time broker-wide, so
+            # the event loop keeps serving the other connections meanwhile.
+            limiter = _decode_limiter()
+            body = await trio.to_thread.run_sync(self._decode_body, header, frame, limiter=limiter)
+        else:
+            body = self._decode_body(header, frame)
+        return await self._dispatch(header, body)
 
     def _decode_body(self, header: RequestHeader, frame: bytes | memoryview):
         try:
             body = decode_request(header, frame)
         except DecodeError as exc:
-            log.info(
+            _LOG_LIMIT.log(
+                log.info,
                 "bad_request",
+                self._client_host,
                 client=self._client_host,
                 api_key=header.api_key,
                 version=header.api_version,
@@ -278,11 +343,18 @@ class Connection:
 
     async def _dispatch(self, header: RequestHeader, body) -> _Outgoing | None:
         handler = HANDLERS[ApiKey(header.api_key)]
-        request = Request(header, body, self._client_host, self._listener.name)
+        request = Request(header, body, self._client_host, self._listener.name, self._close_when_peer_gone)
         try:
             result = await handler(self._broker, request)
         except MalformedRequest as exc:
-            log.info("bad_request", client=self._client_host, api_key=header.api_key, error=str(exc))
+            _LOG_LIMIT.log(
+                log.info,
+                "bad_request",
+                self._client_host,
+                client=self._client_host,
+                api_key=header.api_key,
+                error=str(exc),
+            )
             raise ConnectionClosed(f"malformed request: {exc}") from None
         except Exception:
             log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
@@ -293,19 +365,30 @@ class Connection:
             return header, result
         return encode_response(header, result)
 
+    async def _close_when_peer_gone(self) -> None:
+        """Close the connection once its peer has gone (see ``Request.watch_disconnect``)."""
+        await self._sock.wait_peer_gone()
+        log.debug("connection_closed", client=self._client_host, reason="peer closed during a parked request")
+        self._scope.cancel()
+
     async def _write_responses(self, receive: trio.MemoryReceiveChannel[_Outgoing]) -> None:
         """Send the queued responses in order. Those already complete go out together, up to ``COALESCE_BYTES``
         per send; a Deferred one not complete yet first lets the ones before it go."""
         out = bytearray()  # framed responses not sent yet
         in_out = 0  # how many
+        queued_out = 0  # their bytes counted in self._queued_bytes
 
         async def send_out() -> None:
-            nonlocal in_out
+            nonlocal in_out, queued_out
             if out:
                 await self._sock.send_all(out)
                 out.clear()
                 self._queued -= in_out
-                in_out = 0
+                self._queued_bytes -= queued_out
+                in_out = queued_out = 0
+                if self._drained is not None and self._queued_bytes < MAX_QUEUED_RESPONSE_BYTES:
+                    self._drained.set()
+                    self._drained = None
 
         async with receive:
             while True:
@@ -320,8 +403,10 @@ class Connection:
                 except trio.EndOfChannel:
                     await send_out()
                     return
+                counted = 0
                 if isinstance(item, bytes):
                     data = item
+                    counted = len(item)
                 else:
                     header, deferred = item
                     if not deferred.ready():
@@ -332,6 +417,7 @@ class Connection:
                 out += _SIZE.pack(len(data))
                 out += data
                 in_out += 1
+                queued_out += counted
 
 
 async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.TaskStatus[int]) -> None:
@@ -363,7 +449,33 @@ async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.Tas
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_close_idle, connections, broker.config.get_int("connections.max.idle.ms") / 1000)
-        await trio.serve_listeners(handle, listeners)
+        for socket_listener in listeners:
+            nursery.start_soon(_accept, socket_listener, handle, nursery)
+
+
+async def _accept(
+    listener: trio.SocketListener, handle: Callable[[trio.SocketStream], Awaitable[None]], nursery: trio.Nursery
+) -> None:
+    """Accept connections and serve each in ``nursery``. When the system refuses one for want of descriptors or
+    memory, retry after ``ACCEPT_RETRY_S``, logging it at most as ``_LOG_LIMIT`` allows (trio's own loop logs a
+    traceback at every retry)."""
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                raise
+            _LOG_LIMIT.log(
+                log.error,
+                "accept_failed",
+                exc.errno,
+                error=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+                reason=exc.strerror,
+                retry_s=ACCEPT_RETRY_S,
+            )
+            await trio.sleep(ACCEPT_RETRY_S)
+            continue
+        nursery.start_soon(handle, stream)
 
 
 async def _close_idle(connections: set[Connection], idle_s: float) -> None:

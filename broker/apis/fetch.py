@@ -1,6 +1,11 @@
 """Fetch (1): whole batches up to the high watermark (read_uncommitted) or the last stable offset (read_committed),
 with long polling on ``max_wait_ms`` / ``min_bytes`` and Kafka's ``max_bytes`` / ``partition_max_bytes`` limits.
 
+Bounded as Kafka bounds it: the records of a response total at most the request's ``max_bytes`` and the broker's
+``fetch.max.bytes`` (beyond them only the first batch of the first partition with data, KIP-74); a partition
+listed more than once is read and answered once; a parked fetch watches each partition once, and ends when its
+client goes away.
+
 No incremental fetch sessions are created: every response is a full one (session id 0) holding every requested
 partition, which all clients accept (kafka-python included, which asks for a session and falls back).
 """
@@ -30,26 +35,56 @@ MIN_ZSTD_VERSION = 10
 MAX_WAIT_CAP_MS = 60_000
 
 
-def _read_all(broker: BrokerNode, request: Request) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
-    body = request.body
-    remaining = body.max_bytes if request.version >= 3 else 2**31 - 1
-    isolation = body.isolation_level
+#: Partitions read between two checkpoints of a Fetch, so one listing many partitions does not hold the loop.
+PARTITIONS_PER_CHECKPOINT = 256
+
+
+def requested_partitions(body) -> dict[str, dict[int, object]]:
+    """The request's partitions by topic, each once: a partition listed again takes the later listing's fetch
+    position but keeps its first place, as Kafka's FetchRequest builds its LinkedHashMap of partitions."""
+    wanted: dict[str, dict[int, object]] = {}
+    for topic_request in body.topics:
+        per_topic = wanted.setdefault(topic_request.topic, {})
+        for partition_request in topic_request.partitions:
+            per_topic[partition_request.partition] = partition_request
+    return wanted
+
+
+def max_response_bytes(broker: BrokerNode, request: Request) -> int:
+    """Record bytes the response may carry: the request's max_bytes (v3+) within the broker's fetch.max.bytes."""
+    asked = request.body.max_bytes if request.version >= 3 else 2**31 - 1
+    return min(asked, broker.config.get_int("fetch.max.bytes"))
+
+
+async def _read_all(
+    broker: BrokerNode, request: Request, wanted: dict[str, dict[int, object]]
+) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
+    remaining = max_response_bytes(broker, request)
+    isolation = request.body.isolation_level
     total = 0
     results = []
-    for topic_request in body.topics:
-        name = topic_request.topic
+    read_since_checkpoint = 0
+    for name, partitions in wanted.items():
         topic = broker.metadata.get(name)
         per_partition = []
-        for partition_request in topic_request.partitions:
-            index = partition_request.partition
+        for index, partition_request in partitions.items():
             if topic is None or not 0 <= index < topic.partitions:
                 read = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
+                read_since_checkpoint += 1
+                if read_since_checkpoint >= PARTITIONS_PER_CHECKPOINT:
+                    read_since_checkpoint = 0
+                    await trio.lowlevel.checkpoint()
                 # The first batch of the response is returned whole even above the limits (Kafka's
-                # minOneMessage), so a consumer always makes progress.
-                limit = min(partition_request.partition_max_bytes, max(remaining, 0))
+                # minOneMessage, KIP-74), so a consumer always makes progress.
+                limit = min(partition_request.partition_max_bytes, max(remaining, 0))  # type: ignore[attr-defined]
                 read = broker.replicas.read(
-                    name, index, partition_request.fetch_offset, limit, isolation, min_one_batch=total == 0
+                    name,
+                    index,
+                    partition_request.fetch_offset,  # type: ignore[attr-defined]
+                    limit,
+                    isolation,
+                    min_one_batch=total == 0,
                 )
                 if request.version < MIN_ZSTD_VERSION and holds_codec(read.records, Compression.ZSTD):
                     # Such a client cannot decode zstd (KIP-110): Kafka answers this instead of the records.
@@ -99,10 +134,11 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
             "session_id": 0,
             "responses": [],
         }
-    watched = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    wanted = requested_partitions(body)
+    watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
     while True:
-        results, total = _read_all(broker, request)
+        results, total = await _read_all(broker, request, wanted)
         has_error = any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
         if total >= body.min_bytes or has_error or trio.current_time() >= deadline or not watched:
             return _response(results, body.isolation_level)
@@ -110,6 +146,11 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
         broker.replicas.watch(watched, data_arrived)
         try:
             with trio.move_on_at(deadline):
-                await data_arrived.wait()
+                async with trio.open_nursery() as nursery:
+                    if request.watch_disconnect is not None:
+                        # A client gone away cancels its parked fetch with its connection.
+                        nursery.start_soon(request.watch_disconnect)
+                    await data_arrived.wait()
+                    nursery.cancel_scope.cancel()
         finally:
             broker.replicas.unwatch(watched, data_arrived)
