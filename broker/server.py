@@ -109,10 +109,12 @@ class FrameReader:
     """Reads whole size-prefixed frames from a stream, refusing sizes above ``max_size`` before reading them.
 
     Memory follows the bytes that arrived, never the size a prefix announces: a frame's buffer grows as its bytes
-    are received. Before reading a frame's body the reader reserves the frame's size in the broker-wide ``budget``
-    (``queued.max.request.bytes``), waiting without reading while it does not fit; the caller gives it back with
-    ``release`` once the request is handled. Besides its frame a connection buffers at most ``_RECEIVE_CHUNK``
-    bytes of the requests after it."""
+    are received. A small frame (below ``LARGE_FRAME_BYTES``) is read within the connection's receive buffer, which
+    holds at most it and ``_RECEIVE_CHUNK`` bytes more. Before reading the body of a larger one the reader reserves
+    its size in the broker-wide ``budget`` (``queued.max.request.bytes``), waiting without reading while it does
+    not fit; the caller gives it back with ``release`` once the request is handled (or the connection ends). Small
+    requests never wait for the budget, so clients announcing large frames they never send delay only other large
+    frames, until ``connections.max.idle.ms`` closes them."""
 
     def __init__(self, stream: NonBlockingSocket, max_size: int, budget: RequestBudget | None = None) -> None:
         self._stream = stream
@@ -144,8 +146,8 @@ class FrameReader:
         (size,) = _SIZE.unpack_from(self._buffer)
         if size < 0 or size > self._max_size:
             raise ConnectionClosed(f"frame size {size} outside 0..{self._max_size} (socket.request.max.bytes)")
-        self._reserved = await self._budget.reserve(size)
         if size >= LARGE_FRAME_BYTES and len(self._buffer) < 4 + size:
+            self._reserved = await self._budget.reserve(size)
             return await self._receive_large(size)
         await self._fill(4 + size)
         with memoryview(self._buffer) as view:
@@ -212,6 +214,7 @@ class Connection:
             # Never let one connection's failure reach the listener: log it and drop the connection.
             log.error("connection_failed", client=self._client_host, exc_info=group)
         finally:
+            self._reader.release()
             self._sock.close()
 
     async def _read_requests(self, send: trio.MemorySendChannel[_Outgoing]) -> None:
