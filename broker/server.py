@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import struct
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -78,8 +79,15 @@ COALESCE_BYTES = 64 * 1024
 #: connection whose response cannot be sent). With the one being sent, a client that never reads pins at most
 #: this plus one response (a Fetch response: at most ``fetch.max.bytes`` plus one batch).
 MAX_QUEUED_RESPONSE_BYTES = 1024 * 1024
-#: Requests this large, but for Produce (whose records are decoded as views), are decoded in a worker thread.
-THREAD_DECODE_BYTES = 256 * 1024
+#: Requests this large, but for Produce (whose records are decoded as views), are decoded in a worker thread, one
+#: at a time broker-wide...
+THREAD_DECODE_BYTES = 32 * 1024
+#: ... and after each the next one waits this many times as long as it took: such decodes take at most a fifth of
+#: the broker's time, however many clients send them, and the other connections keep the rest.
+DECODE_REST_FACTOR = 4
+#: The interpreter's thread switch interval while the broker serves (Python's default 5 ms): the event loop waits
+#: for the GIL at most this long when a worker thread decodes.
+SWITCH_INTERVAL_S = 0.0005
 #: Seconds the accept loop waits after the system refused a new connection (EMFILE...), as trio's does.
 ACCEPT_RETRY_S = 0.1
 #: Repeated errors a client or the system can cause are logged at most so often (``broker.log_limit``).
@@ -318,10 +326,13 @@ class Connection:
         if isinstance(header, bytes):
             return header
         if len(frame) >= THREAD_DECODE_BYTES and header.api_key != ApiKey.PRODUCE:
-            # Up to MAX_REQUEST_ELEMENTS objects: decoded in a thread, one request at a time broker-wide, so
-            # the event loop keeps serving the other connections meanwhile.
-            limiter = _decode_limiter()
-            body = await trio.to_thread.run_sync(self._decode_body, header, frame, limiter=limiter)
+            # Up to MAX_REQUEST_ELEMENTS objects: decoded in a thread, so the event loop keeps serving the other
+            # connections meanwhile, and rationed (DECODE_REST_FACTOR), so clients sending such requests over and
+            # over cannot take the broker's time from the others.
+            async with _decode_limiter():
+                started = trio.current_time()
+                body = await trio.to_thread.run_sync(self._decode_body, header, frame)
+                await trio.sleep((trio.current_time() - started) * DECODE_REST_FACTOR)
         else:
             body = self._decode_body(header, frame)
         return await self._dispatch(header, body)
@@ -436,6 +447,7 @@ async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.Tas
         port=bound_port,
     )
     task_status.started(bound_port)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
     connections: set[Connection] = set()
 

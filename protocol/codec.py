@@ -29,7 +29,7 @@ from oncelog.protocol.schema import Message
 #: two (4M topic names in an 8 MB Metadata request), each a Python object of some 200 bytes; the largest requests
 #: Kafka's clients send (a Fetch or OffsetCommit of every partition a consumer owns, a Metadata request naming
 #: every topic) hold tens of thousands. Kafka has no such bound, only the bytes one.
-MAX_REQUEST_ELEMENTS = 500_000
+MAX_REQUEST_ELEMENTS = 100_000
 
 # Every (api, version range) we have schemas for, advertised or not.
 DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {}

@@ -44,9 +44,9 @@ def requested_partitions(body) -> dict[str, dict[int, object]]:
     position but keeps its first place, as Kafka's FetchRequest builds its LinkedHashMap of partitions."""
     wanted: dict[str, dict[int, object]] = {}
     for topic_request in body.topics:
-        per_topic = wanted.setdefault(topic_request.topic, {})
-        for partition_request in topic_request.partitions:
-            per_topic[partition_request.partition] = partition_request
+        per_topic = wanted.setdefault(topic_request["topic"], {})
+        # Item access: a decoded struct's attribute access costs ten times more, too much for 100,000 partitions.
+        per_topic.update({partition["partition"]: partition for partition in topic_request["partitions"]})
     return wanted
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import trio
@@ -76,7 +77,8 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
         topics = []
         # Each topic once, as Kafka's handler answers the request's set of names: a topic named many times
         # does not multiply the response.
-        for looked_up, name in enumerate(dict.fromkeys(wanted.name for wanted in requested)):
+        # (Item access: a decoded struct's attribute access costs ten times more, too much for 100,000 names.)
+        for looked_up, name in enumerate(dict.fromkeys(map(itemgetter("name"), requested))):
             if looked_up % TOPICS_PER_CHECKPOINT == TOPICS_PER_CHECKPOINT - 1:
                 await trio.lowlevel.checkpoint()
             topic = broker.metadata.get(name) if name is not None else None
