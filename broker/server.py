@@ -240,7 +240,7 @@ class Connection:
             if response is not None:
                 if self._queued == 0 and isinstance(response, bytes):
                     # While the client does not read, the connection is muted: no request is read meanwhile.
-                    await self._sock.send_all(_SIZE.pack(len(response)) + response)
+                    await self._send_framed(response)
                 else:
                     self._queued += 1
                     if isinstance(response, bytes):
@@ -379,6 +379,19 @@ class Connection:
             return header, result
         return encode_response(header, result)
 
+    def _wake_reader(self) -> None:
+        if self._drained is not None and self._queued_bytes < MAX_QUEUED_RESPONSE_BYTES:
+            self._drained.set()
+            self._drained = None
+
+    async def _send_framed(self, response: bytes) -> None:
+        """Send one response with its size prefix; a large one without copying it next to the prefix."""
+        if len(response) <= COALESCE_BYTES:
+            await self._sock.send_all(_SIZE.pack(len(response)) + response)
+        else:
+            await self._sock.send_all(_SIZE.pack(len(response)))
+            await self._sock.send_all(response)
+
     async def _close_when_peer_gone(self) -> None:
         """Close the connection once its peer has gone (see ``Request.watch_disconnect``)."""
         await self._sock.wait_peer_gone()
@@ -400,9 +413,7 @@ class Connection:
                 self._queued -= in_out
                 self._queued_bytes -= queued_out
                 in_out = queued_out = 0
-                if self._drained is not None and self._queued_bytes < MAX_QUEUED_RESPONSE_BYTES:
-                    self._drained.set()
-                    self._drained = None
+                self._wake_reader()
 
         async with receive:
             while True:
@@ -428,6 +439,12 @@ class Connection:
                     data = encode_response(header, await deferred.complete())
                 if len(out) + len(data) > COALESCE_BYTES:
                     await send_out()
+                if len(data) > COALESCE_BYTES:  # sent as it is, not copied
+                    await self._send_framed(data)
+                    self._queued -= 1
+                    self._queued_bytes -= counted
+                    self._wake_reader()
+                    continue
                 out += _SIZE.pack(len(data))
                 out += data
                 in_out += 1

@@ -135,6 +135,8 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
             "responses": [],
         }
     wanted = requested_partitions(body)
+    # The merged partitions are all that is kept: a fetch parked for long does not hold every listing.
+    body.topics.clear()
     watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
     while True:
@@ -142,15 +144,31 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
         has_error = any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
         if total >= body.min_bytes or has_error or trio.current_time() >= deadline or not watched:
             return _response(results, body.isolation_level)
-        data_arrived = trio.Event()
-        broker.replicas.watch(watched, data_arrived)
-        try:
-            with trio.move_on_at(deadline):
-                async with trio.open_nursery() as nursery:
-                    if request.watch_disconnect is not None:
-                        # A client gone away cancels its parked fetch with its connection.
-                        nursery.start_soon(request.watch_disconnect)
+        await _park(broker, request, watched, body.min_bytes - total, deadline)
+
+
+def _log_bytes(broker: BrokerNode, partitions: list[tuple[str, int]]) -> int:
+    logs = (broker.replicas.get_log(topic, index) for topic, index in partitions)
+    return sum(partition_log.size_in_bytes for partition_log in logs if partition_log is not None)
+
+
+async def _park(
+    broker: BrokerNode, request: Request, watched: list[tuple[str, int]], missing: int, deadline: float
+) -> None:
+    """Wait until the deadline, or until the watched partitions' logs grew by ``missing`` bytes (Kafka's
+    DelayedFetch compares log positions the same way, reading nothing): a produce wakes the fetch once, and
+    costs it a sum over its distinct partitions, not a read. A client gone away cancels its parked fetch with its
+    connection."""
+    size_before = _log_bytes(broker, watched)
+    with trio.move_on_at(deadline):
+        async with trio.open_nursery() as nursery:
+            if request.watch_disconnect is not None:
+                nursery.start_soon(request.watch_disconnect)
+            while _log_bytes(broker, watched) - size_before < missing:
+                data_arrived = trio.Event()
+                broker.replicas.watch(watched, data_arrived)
+                try:
                     await data_arrived.wait()
-                    nursery.cancel_scope.cancel()
-        finally:
-            broker.replicas.unwatch(watched, data_arrived)
+                finally:
+                    broker.replicas.unwatch(watched, data_arrived)
+            nursery.cancel_scope.cancel()

@@ -97,16 +97,20 @@ class WellBehaved:
         self.acked = [0] * PARTITIONS
         self.consumed = [0] * PARTITIONS
         self.errors = 0
-        self._threads = [threading.Thread(target=self._produce, args=(p,), daemon=True) for p in range(PARTITIONS)]
-        self._threads += [threading.Thread(target=self._consume, args=(p,), daemon=True) for p in range(PARTITIONS)]
+        self.produced = threading.Event()  # every producer has stopped: acked is final
+        self._producers = [threading.Thread(target=self._produce, args=(p,), daemon=True) for p in range(PARTITIONS)]
+        self._consumers = [threading.Thread(target=self._consume, args=(p,), daemon=True) for p in range(PARTITIONS)]
 
     def start(self) -> None:
-        for thread in self._threads:
+        for thread in self._producers + self._consumers:
             thread.start()
 
     def join(self) -> None:
         self.stop.set()
-        for thread in self._threads:
+        for thread in self._producers:
+            thread.join(timeout=120)
+        self.produced.set()
+        for thread in self._consumers:
             thread.join(timeout=120)
 
     def _produce(self, partition: int) -> None:
@@ -124,7 +128,7 @@ class WellBehaved:
     def _consume(self, partition: int) -> None:
         offset = 0
         with Wire(self.port, timeout=120) as wire:
-            while not self.stop.is_set() or self.consumed[partition] < self.acked[partition]:
+            while not self.produced.is_set() or self.consumed[partition] < self.acked[partition]:
                 started = time.monotonic()
                 body = fetch_body(TOPIC, [partition], offset=offset, max_bytes=1 << 20, partition_max_bytes=1 << 20)
                 answer = wire.request(ApiKey.FETCH, FETCH_VERSION, body)
@@ -132,7 +136,7 @@ class WellBehaved:
                 offset, count = next_offset(bytes(answer.responses[0].partitions[0].records or b""), offset)
                 self.consumed[partition] += count
                 time.sleep(0.01)
-                if self.stop.is_set() and not count:
+                if self.produced.is_set() and not count:
                     time.sleep(0.1)
 
 
