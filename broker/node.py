@@ -95,6 +95,9 @@ class BrokerNode:
         self.scram_credentials = ScramCredentialStore(self.data_dir)
         #: Request bytes in flight on every listener (``queued.max.request.bytes``).
         self.request_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
+        #: Fetch response bytes not yet sent, across connections: as much again (oncelog's own; Kafka sends fetched
+        #: records from the page cache with sendfile, so its unsent responses hold no heap).
+        self.response_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
         #: The first listener's bound port once serving.
         self.port: int | None = None
 

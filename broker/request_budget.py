@@ -63,3 +63,32 @@ class RequestBudget:
             charge, event = self._waiters.popleft()
             self.reserved += charge
             event.set()
+
+
+class ResponseHold:
+    """One response's share of a budget of response bytes held until sent (Fetch responses, which a client that
+    does not read pins): ``take`` before reading what the response will carry, ``settle`` to what was read (which
+    may pass the budget by the one batch KIP-74 returns whole), ``release`` once the response is sent."""
+
+    def __init__(self, budget: RequestBudget) -> None:
+        self._budget = budget
+        self.held = 0
+
+    def take(self, wanted: int) -> int:
+        """Hold up to ``wanted`` more bytes, as many as the budget has free (never waits); returns how many."""
+        budget = self._budget
+        free = wanted if budget.capacity == UNBOUNDED else budget.capacity - budget.reserved
+        granted = max(0, min(wanted, free))
+        budget.reserved += granted
+        self.held += granted
+        return granted
+
+    def settle(self, used: int) -> None:
+        """Hold exactly ``used`` bytes from now on."""
+        self._budget.reserved += used - self.held
+        self.held = used
+        self._budget.release(0)  # wake the budget's waiters, if any, for what was given back
+
+    def release(self) -> None:
+        self._budget.release(self.held)
+        self.held = 0

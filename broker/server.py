@@ -14,6 +14,10 @@ then are its requests dispatched.
 A frame whose size is negative or above ``socket.request.max.bytes`` is never read: the connection is closed, as
 is one whose header or body cannot be decoded, and one that sent no request for ``connections.max.idle.ms`` (a
 sweeper looks every tenth of that period, so a connection is closed within 1.1 times it).
+Against hostile clients (docs/FAULTS.md, "Hostile input"): memory follows the bytes received and frames of 64 KiB or
+more share the ``queued.max.request.bytes`` budget (``FrameReader``); large non-Produce requests are decoded in a
+worker thread, rationed (``DECODE_REST_FACTOR``); a connection reads nothing while its response cannot be sent or
+``MAX_QUEUED_RESPONSE_BYTES`` of them wait; repeated errors are logged at a limited rate (``broker.log_limit``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from oncelog.broker.apis import HANDLERS
 from oncelog.broker.listeners import Listener
 from oncelog.broker.log_limit import LogRateLimiter
 from oncelog.broker.request import Deferred, MalformedRequest, Request
-from oncelog.broker.request_budget import UNBOUNDED, RequestBudget
+from oncelog.broker.request_budget import UNBOUNDED, RequestBudget, ResponseHold
 from oncelog.broker.sasl.session import SaslSession
 from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.broker.tls_socket import TlsSocket
@@ -190,9 +194,11 @@ class Connection:
         #: Responses handed to the writer and not yet sent; while any is, the reader must queue behind them.
         self._queued = 0
         #: Bytes of the encoded responses among them; the reader reads no request while they reach
-        #: ``MAX_QUEUED_RESPONSE_BYTES`` (``_drained`` is set once they fall below it).
+        #: ``MAX_QUEUED_RESPONSE_BYTES`` (``_drained`` is set each time the writer sent some).
         self._queued_bytes = 0
         self._drained: trio.Event | None = None
+        #: The share of the broker's response budget the response being made holds (one request at a time).
+        self._response_hold = ResponseHold(broker.response_budget)
         #: Requests read so far; the idle sweeper compares it between looks.
         self.requests = 0
         self._scope = trio.CancelScope()
@@ -237,8 +243,14 @@ class Connection:
             finally:
                 del frame
                 self._reader.release()
-            if response is not None:
-                if self._queued == 0 and isinstance(response, bytes):
+            try:
+                if response is not None and self._response_hold.held:
+                    # A response holding part of the response budget is sent by the reader itself, once the
+                    # ones before it are gone, so the budget is given back as soon as it is sent.
+                    await self._wait_writer(lambda: self._queued == 0)
+                if response is None:
+                    pass
+                elif self._queued == 0 and isinstance(response, bytes):
                     # While the client does not read, the connection is muted: no request is read meanwhile.
                     await self._send_framed(response)
                 else:
@@ -249,9 +261,9 @@ class Connection:
                         send.send_nowait(response)
                     except trio.WouldBlock:
                         await send.send(response)
-                    if self._queued_bytes >= MAX_QUEUED_RESPONSE_BYTES:
-                        self._drained = trio.Event()
-                        await self._drained.wait()
+                    await self._wait_writer(lambda: self._queued_bytes < MAX_QUEUED_RESPONSE_BYTES)
+            finally:
+                self._response_hold.release()
             if self._sock.waits != waits:
                 without_waiting = bytes_without_waiting = 0
             else:
@@ -357,7 +369,9 @@ class Connection:
 
     async def _dispatch(self, header: RequestHeader, body) -> _Outgoing | None:
         handler = HANDLERS[ApiKey(header.api_key)]
-        request = Request(header, body, self._client_host, self._listener.name, self._close_when_peer_gone)
+        request = Request(
+            header, body, self._client_host, self._listener.name, self._close_when_peer_gone, self._response_hold
+        )
         try:
             result = await handler(self._broker, request)
         except MalformedRequest as exc:
@@ -380,9 +394,15 @@ class Connection:
         return encode_response(header, result)
 
     def _wake_reader(self) -> None:
-        if self._drained is not None and self._queued_bytes < MAX_QUEUED_RESPONSE_BYTES:
+        if self._drained is not None:
             self._drained.set()
             self._drained = None
+
+    async def _wait_writer(self, done: Callable[[], bool]) -> None:
+        """Wait until ``done()``, looked at each time the writer has sent something."""
+        while not done():
+            self._drained = trio.Event()
+            await self._drained.wait()
 
     async def _send_framed(self, response: bytes) -> None:
         """Send one response with its size prefix; a large one without copying it next to the prefix."""

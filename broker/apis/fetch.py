@@ -60,6 +60,11 @@ async def _read_all(
     broker: BrokerNode, request: Request, wanted: dict[str, dict[int, object]]
 ) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
     remaining = max_response_bytes(broker, request)
+    hold = request.response_hold
+    if hold is not None:
+        # Only what the broker's budget of unsent responses has free (at least the first batch all the same).
+        hold.release()
+        remaining = hold.take(remaining)
     isolation = request.body.isolation_level
     total = 0
     results = []
@@ -93,6 +98,8 @@ async def _read_all(
                 total += len(read.records)
             per_partition.append((index, read))
         results.append((name, per_partition))
+    if hold is not None:
+        hold.settle(total)
     return results, total
 
 

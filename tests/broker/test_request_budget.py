@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from oncelog.broker.request_budget import UNBOUNDED, RequestBudget
+from oncelog.broker.request_budget import UNBOUNDED, RequestBudget, ResponseHold
 
 
 async def test_reservations_wait_until_they_fit_in_arrival_order() -> None:
@@ -66,3 +66,17 @@ async def test_unbounded_never_waits(size: int) -> None:
     budget = RequestBudget(UNBOUNDED)
     with trio.fail_after(1):
         assert await budget.reserve(size) == size
+
+
+def test_a_response_hold_takes_what_is_free_settles_to_what_was_read_and_gives_it_back() -> None:
+    budget = RequestBudget(100)
+    first, second = ResponseHold(budget), ResponseHold(budget)
+    assert first.take(70) == 70
+    assert second.take(70) == 30  # only what is free
+    second.settle(50)  # the first batch, whole, passes the budget
+    first.settle(10)
+    assert budget.reserved == 60
+    assert ResponseHold(budget).take(1000) == 40
+    first.release()
+    second.release()
+    assert budget.reserved == 40

@@ -190,6 +190,35 @@ def test_fetches_never_read_pin_bounded_memory(broker: BrokerProcess) -> None:
             sock.close()
 
 
+def test_unsent_fetch_responses_share_one_budget(tmp_path: Path) -> None:
+    """30 connections fetching a 3.2 MB partition and never reading pinned 30 x 3.2 MB: with a 4 MiB budget of
+    unsent responses, each gets what is free and at least one batch (800 KB), and another consumer still gets a
+    batch."""
+    with BrokerProcess(tmp_path / "data", settings={"queued.max.request.bytes": 4 << 20}) as proc:
+        with Wire(proc.port) as wire:
+            wire.create_topic(BIG_TOPIC, 1)
+            for _ in range(4):
+                assert wire.produce(BIG_TOPIC, 0, batch_of(800_000, records=8)) == 0
+        before = _settle(proc)
+        request = frame(ApiKey.FETCH, FETCH_VERSION, fetch_body(BIG_TOPIC, [0]))
+        sockets = []
+        try:
+            for _ in range(30):
+                sock = socket.create_connection(("127.0.0.1", proc.port))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.sendall(request)
+                sockets.append(sock)
+            time.sleep(1)
+            with Wire(proc.port) as consumer:
+                answer = consumer.request(ApiKey.FETCH, FETCH_VERSION, fetch_body(BIG_TOPIC, [0]))
+            assert len(bytes(answer.responses[0].partitions[0].records)) >= 800_000
+            grown = rss_mb(proc.pid) - before
+            assert grown < 60, grown
+        finally:
+            for sock in sockets:
+                sock.close()
+
+
 def test_list_offsets_duplicates_are_invalid_request(broker: BrokerProcess) -> None:
     """A partition listed twice in ListOffsets: INVALID_REQUEST for each listing, as Kafka answers."""
     body = {
