@@ -77,6 +77,12 @@ _RECEIVE_CHUNK = 64 * 1024
 LARGE_FRAME_BYTES = _RECEIVE_CHUNK
 #: Bytes asked of one recv while gathering a large frame (CPython allocates the whole ask first, then trims it).
 LARGE_RECEIVE_CHUNK = 1024 * 1024
+#: A large frame holds its reservation of ``queued.max.request.bytes`` while it arrives; it must arrive within this
+#: many seconds plus one second per ``LARGE_FRAME_MIN_BYTES_PER_S`` bytes (18 s for 8 MB, 110 s for 100 MB), or
+#: the connection is closed: clients announcing frames they never send hold the budget that long, not until
+#: ``connections.max.idle.ms``. (Kafka has no such limit, nor a bounded pool by default.)
+LARGE_FRAME_RECEIVE_GRACE_S = 10.0
+LARGE_FRAME_MIN_BYTES_PER_S = 1024 * 1024
 #: The writer sends the responses that are ready back to back in one system call, up to this many bytes.
 COALESCE_BYTES = 64 * 1024
 #: Encoded responses a connection may have queued, not yet sent, before it reads no more requests (Kafka mutes a
@@ -125,8 +131,9 @@ class FrameReader:
     holds at most it and ``_RECEIVE_CHUNK`` bytes more. Before reading the body of a larger one the reader reserves
     its size in the broker-wide ``budget`` (``queued.max.request.bytes``), waiting without reading while it does
     not fit; the caller gives it back with ``release`` once the request is handled (or the connection ends). Small
-    requests never wait for the budget, so clients announcing large frames they never send delay only other large
-    frames, until ``connections.max.idle.ms`` closes them."""
+    requests never wait for the budget, and a large frame must arrive in ``LARGE_FRAME_RECEIVE_GRACE_S`` plus a
+    second per ``LARGE_FRAME_MIN_BYTES_PER_S`` bytes, so clients announcing large frames they never send delay only
+    other large frames, and not for long."""
 
     def __init__(self, stream: NonBlockingSocket, max_size: int, budget: RequestBudget | None = None) -> None:
         self._stream = stream
@@ -171,12 +178,15 @@ class FrameReader:
         with memoryview(self._buffer) as buffered:
             frame = bytearray(buffered[4:])
         self._buffer.clear()
-        while len(frame) < size:
-            chunk = await self._stream.receive_some(min(size - len(frame), LARGE_RECEIVE_CHUNK))
-            if not chunk:
-                raise ConnectionClosed("truncated frame")
-            frame += chunk
-        return memoryview(frame).toreadonly()
+        allowed_s = LARGE_FRAME_RECEIVE_GRACE_S + size / LARGE_FRAME_MIN_BYTES_PER_S
+        with trio.move_on_after(allowed_s):
+            while len(frame) < size:
+                chunk = await self._stream.receive_some(min(size - len(frame), LARGE_RECEIVE_CHUNK))
+                if not chunk:
+                    raise ConnectionClosed("truncated frame")
+                frame += chunk
+            return memoryview(frame).toreadonly()
+        raise ConnectionClosed(f"frame of {size} bytes not received within {allowed_s:.0f} s ({len(frame)} came)")
 
 
 class Connection:
