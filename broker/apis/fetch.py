@@ -20,6 +20,7 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.records.batch import holds_codec
 from oncelog.protocol.records.compression import Compression
+from oncelog.storage.log import PartitionLog
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
@@ -146,32 +147,68 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
     body.topics.clear()
     watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
-    while True:
+    results, total = await _read_all(broker, request, wanted)
+    has_error = any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
+    if total < body.min_bytes and not has_error and trio.current_time() < deadline and watched:
+        await _park(broker, request, wanted, watched, deadline)
         results, total = await _read_all(broker, request, wanted)
-        has_error = any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
-        if total >= body.min_bytes or has_error or trio.current_time() >= deadline or not watched:
-            return _response(results, body.isolation_level)
-        await _park(broker, request, watched, body.min_bytes - total, deadline)
+    return _response(results, body.isolation_level)
 
 
-def _log_bytes(broker: BrokerNode, partitions: list[tuple[str, int]]) -> int:
-    logs = (broker.replicas.get_log(topic, index) for topic, index in partitions)
-    return sum(partition_log.size_in_bytes for partition_log in logs if partition_log is not None)
+def _bytes_between(partition_log: PartitionLog, start: int, end: int) -> int:
+    """Bytes of the batches holding offsets ``start`` up to ``end`` (a batch holding ``end`` not counted), from
+    batch positions: no record is read."""
+    total = 0
+    for segment in partition_log.segments:
+        if segment.next_offset <= start:
+            continue
+        if segment.base_offset >= end:
+            break
+        found = segment.find_batch(start) if segment.base_offset <= start else (0, None)
+        if found is None:
+            continue
+        until = segment.find_batch(end) if end < segment.next_offset else None
+        total += max(0, (until[0] if until is not None else segment.size) - found[0])
+    return total
+
+
+def _visible_bytes(broker: BrokerNode, request: Request, wanted: dict[str, dict[int, object]]) -> int:
+    """What the fetch would read now, estimated from positions as Kafka's DelayedFetch estimates it; a partition
+    whose fetch offset is out of range counts as enough (the read answers its error at once)."""
+    total = 0
+    for name, partitions in wanted.items():
+        for index, partition_request in partitions.items():
+            partition_log = broker.replicas.get_log(name, index)
+            if partition_log is None:
+                continue
+            start = partition_request["fetch_offset"]  # type: ignore[index]
+            if not partition_log.log_start_offset <= start <= partition_log.log_end_offset:
+                return 2**31
+            end = (
+                partition_log.last_stable_offset
+                if request.body.isolation_level == READ_COMMITTED
+                else partition_log.high_watermark
+            )
+            if start < end:
+                total += _bytes_between(partition_log, start, end)
+    return total
 
 
 async def _park(
-    broker: BrokerNode, request: Request, watched: list[tuple[str, int]], missing: int, deadline: float
+    broker: BrokerNode,
+    request: Request,
+    wanted: dict[str, dict[int, object]],
+    watched: list[tuple[str, int]],
+    deadline: float,
 ) -> None:
-    """Wait until the deadline, or until the watched partitions' logs grew by ``missing`` bytes (Kafka's
-    DelayedFetch compares log positions the same way, reading nothing): a produce wakes the fetch once, and
-    costs it a sum over its distinct partitions, not a read. A client gone away cancels its parked fetch with its
-    connection."""
-    size_before = _log_bytes(broker, watched)
+    """Wait until the deadline, or until ``min_bytes`` are visible from the fetch positions (``_visible_bytes``):
+    a produce wakes a parked fetch once, and costs it a look at the batch positions of its distinct partitions,
+    not a read. A client gone away cancels its parked fetch with its connection."""
     with trio.move_on_at(deadline):
         async with trio.open_nursery() as nursery:
             if request.watch_disconnect is not None:
                 nursery.start_soon(request.watch_disconnect)
-            while _log_bytes(broker, watched) - size_before < missing:
+            while _visible_bytes(broker, request, wanted) < request.body.min_bytes:
                 data_arrived = trio.Event()
                 broker.replicas.watch(watched, data_arrived)
                 try:
