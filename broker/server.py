@@ -26,7 +26,7 @@ import errno
 import struct
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import structlog
 import trio
@@ -353,29 +353,37 @@ class Connection:
             # over cannot take the broker's time from the others.
             async with _decode_limiter():
                 started = trio.current_time()
-                body = await trio.to_thread.run_sync(self._decode_body, header, frame)
-                await trio.sleep((trio.current_time() - started) * DECODE_REST_FACTOR)
+                try:
+                    body = await trio.to_thread.run_sync(decode_request, header, frame)
+                except DecodeError as exc:
+                    self._bad_request(header, exc, frame)
+                finally:
+                    await trio.sleep((trio.current_time() - started) * DECODE_REST_FACTOR)
         else:
             body = self._decode_body(header, frame)
         return await self._dispatch(header, body)
 
     def _decode_body(self, header: RequestHeader, frame: bytes | memoryview):
         try:
-            body = decode_request(header, frame)
+            return decode_request(header, frame)
         except DecodeError as exc:
-            _LOG_LIMIT.log(
-                log.info,
-                "bad_request",
-                self._client_host,
-                client=self._client_host,
-                api_key=header.api_key,
-                version=header.api_version,
-                error=str(exc),
-                # Never log what may hold a secret (SASL tokens, salted passwords).
-                head=None if header.api_key in _SECRET_APIS else frame[:64].hex(),
-            )
-            raise ConnectionClosed(f"undecodable request body: {exc}") from None
-        return body
+            self._bad_request(header, exc, frame)
+
+    def _bad_request(self, header: RequestHeader, exc: Exception, frame: bytes | memoryview | None = None) -> NoReturn:
+        """Log a request the broker cannot take (at a limited rate) and close the connection."""
+        _LOG_LIMIT.log(
+            log.info,
+            "bad_request",
+            self._client_host,
+            client=self._client_host,
+            api_key=header.api_key,
+            version=header.api_version,
+            error=str(exc),
+            # Never log what may hold a secret (SASL tokens, salted passwords).
+            head=None if frame is None or header.api_key in _SECRET_APIS else frame[:64].hex(),
+        )
+        kind = "undecodable request body" if isinstance(exc, DecodeError) else "malformed request"
+        raise ConnectionClosed(f"{kind}: {exc}") from None
 
     async def _dispatch(self, header: RequestHeader, body) -> _Outgoing | None:
         handler = HANDLERS[ApiKey(header.api_key)]
@@ -385,15 +393,7 @@ class Connection:
         try:
             result = await handler(self._broker, request)
         except MalformedRequest as exc:
-            _LOG_LIMIT.log(
-                log.info,
-                "bad_request",
-                self._client_host,
-                client=self._client_host,
-                api_key=header.api_key,
-                error=str(exc),
-            )
-            raise ConnectionClosed(f"malformed request: {exc}") from None
+            self._bad_request(header, exc)
         except Exception:
             log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
             raise ConnectionClosed("internal error while handling a request") from None

@@ -155,24 +155,36 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
     return _response(results, body.isolation_level)
 
 
-def _bytes_between(partition_log: PartitionLog, start: int, end: int) -> int:
+def _bytes_between(partition_log: PartitionLog, start: int, end: int, starts: dict[tuple[int, int], int]) -> int:
     """Bytes of the batches holding offsets ``start`` up to ``end`` (a batch holding ``end`` not counted), from
-    batch positions: no record is read."""
+    batch positions: no record is read. ``starts`` caches where ``start`` lies in a segment between calls; the end
+    of the log needs no lookup (the segment's size)."""
     total = 0
+    at_log_end = end >= partition_log.log_end_offset
     for segment in partition_log.segments:
         if segment.next_offset <= start:
             continue
         if segment.base_offset >= end:
             break
-        found = segment.find_batch(start) if segment.base_offset <= start else (0, None)
-        if found is None:
-            continue
-        until = segment.find_batch(end) if end < segment.next_offset else None
-        total += max(0, (until[0] if until is not None else segment.size) - found[0])
+        begin = 0
+        if segment.base_offset <= start:
+            key = (segment.base_offset, start)
+            if key not in starts:
+                found = segment.find_batch(start)
+                starts[key] = found[0] if found is not None else segment.size
+            begin = starts[key]
+        if at_log_end or end >= segment.next_offset:
+            until = segment.size
+        else:
+            found = segment.find_batch(end)
+            until = found[0] if found is not None else segment.size
+        total += max(0, until - begin)
     return total
 
 
-def _visible_bytes(broker: BrokerNode, request: Request, wanted: dict[str, dict[int, object]]) -> int:
+def _visible_bytes(
+    broker: BrokerNode, request: Request, wanted: dict[str, dict[int, object]], starts: dict[tuple[int, int], int]
+) -> int:
     """What the fetch would read now, estimated from positions as Kafka's DelayedFetch estimates it; a partition
     whose fetch offset is out of range counts as enough (the read answers its error at once)."""
     total = 0
@@ -190,7 +202,7 @@ def _visible_bytes(broker: BrokerNode, request: Request, wanted: dict[str, dict[
                 else partition_log.high_watermark
             )
             if start < end:
-                total += _bytes_between(partition_log, start, end)
+                total += _bytes_between(partition_log, start, end, starts)
     return total
 
 
@@ -204,11 +216,12 @@ async def _park(
     """Wait until the deadline, or until ``min_bytes`` are visible from the fetch positions (``_visible_bytes``):
     a produce wakes a parked fetch once, and costs it a look at the batch positions of its distinct partitions,
     not a read. A client gone away cancels its parked fetch with its connection."""
+    starts: dict[tuple[int, int], int] = {}
     with trio.move_on_at(deadline):
         async with trio.open_nursery() as nursery:
             if request.watch_disconnect is not None:
                 nursery.start_soon(request.watch_disconnect)
-            while _visible_bytes(broker, request, wanted) < request.body.min_bytes:
+            while _visible_bytes(broker, request, wanted, starts) < request.body.min_bytes:
                 data_arrived = trio.Event()
                 broker.replicas.watch(watched, data_arrived)
                 try:
