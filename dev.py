@@ -4,16 +4,21 @@
     python3 dev.py broker [oncelog broker options]   start a broker (127.0.0.1:9092, data in ./oncelog-data)
     python3 dev.py test [pytest args]                install test tools (kcat, Node.js via apt-get when missing;
                                                      kafkajs via npm), lint, test
+    python3 dev.py sync [EXTRA ...]                  add extras of pyproject.toml (bench, spark, test) to .venv
+    python3 dev.py uv [uv args]                      run the uv this file uses (e.g. uv build --wheel)
 
-The environment is `.venv`, synced from `uv.lock` by uv (itself installed with pip into `.tools/` on first use).
+The environment is `.venv`, synced from `uv.lock` by uv (itself installed with pip into `.tools/` on first use); every
+sync keeps the extras already installed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -41,17 +46,36 @@ def uv() -> str:
     return str(tool)
 
 
+def _normalized(name: str) -> str:
+    """A distribution name as Python packaging compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_extras() -> set[str]:
+    """The extras of pyproject.toml whose every requirement is installed in .venv (by an earlier sync)."""
+    installed = {_normalized(dist.name.split("-")[0]) for dist in VENV.glob("lib/python*/site-packages/*.dist-info")}
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return {
+        extra
+        for extra, requirements in optional.items()
+        if all(_normalized(re.match(r"[A-Za-z0-9._-]+", req)[0]) in installed for req in requirements)
+    }
+
+
 def sync(extras: list[str]) -> None:
+    """Sync .venv to uv.lock with ``extras`` and every extra already installed, so one command never uninstalls
+    what another installed."""
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable)
     cmd = [uv(), "sync", "--frozen", "--quiet"]
-    for extra in extras:
+    for extra in sorted(set(extras) | installed_extras()):
         cmd += ["--extra", extra]
     run(cmd, env=env)
 
 
 def ensure_system_packages() -> None:
-    """kcat and Node.js (with npm) are test-only system tools; install the missing ones from Debian's packages."""
-    missing = [package for tool, package in (("kcat", "kcat"), ("npm", "npm")) if not shutil.which(tool)]
+    """kcat, Node.js (with npm) and etcd are test-only system tools; install the missing ones from Debian's packages."""
+    tools = (("kcat", "kcat"), ("npm", "npm"), ("etcd", "etcd-server"))
+    missing = [package for tool, package in tools if not shutil.which(tool)]
     if not missing:
         return
     sudo = [] if os.geteuid() == 0 else ["sudo"]
@@ -74,10 +98,16 @@ def main() -> int:
     if sys.version_info < MIN_PYTHON:
         print(f"oncelog needs Python >= {'.'.join(map(str, MIN_PYTHON))}", file=sys.stderr)
         return 2
-    if len(sys.argv) < 2 or sys.argv[1] not in ("broker", "test"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("broker", "test", "sync", "uv"):
         print(__doc__, file=sys.stderr)
         return 2
     command, args = sys.argv[1], sys.argv[2:]
+    if command == "sync":
+        sync(args)
+        return 0
+    if command == "uv":
+        env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable)
+        return subprocess.run([uv(), *args], cwd=ROOT, env=env).returncode
     if command == "broker":
         sync([])
         os.execv(str(VENV / "bin" / "oncelog"), ["oncelog", "broker", *args])
@@ -86,6 +116,7 @@ def main() -> int:
     sync(["test"])
     run([str(VENV / "bin" / "ruff"), "check", "."])
     run([str(VENV / "bin" / "ruff"), "format", "--check", "."])
+    run([str(VENV / "bin" / "lint-imports")])  # layering contracts: pyproject.toml [tool.importlinter]
     result = subprocess.run([str(VENV / "bin" / "pytest"), *args], cwd=ROOT)
     return result.returncode
 

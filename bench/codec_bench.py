@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 import timeit
 
-from oncelog.protocol import ApiKey, decode_request, decode_request_header, encode_request
-from oncelog.protocol.messages import SCHEMAS
+from oncelog.protocol import SCHEMAS, ApiKey, decode_request, decode_request_header, encode_request
 from oncelog.protocol.primitives import Reader
 
 RECORDS = os.urandom(16 * 1024)

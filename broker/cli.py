@@ -13,13 +13,21 @@ from pathlib import Path
 
 import structlog
 import trio
+from oncelog.broker import fd_budget
 from oncelog.broker.allocator import fix_malloc_thresholds
 from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
 from oncelog.broker.node import BrokerNode
 from oncelog.broker.sasl.add_scram import add_scram_users, parse_spec
+from oncelog.broker.startup import StartupError
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_DATA_DIR = "./oncelog-data"
+#: ``oncelog broker``'s exit codes (README, "Exit codes"): stopped by SIGTERM/SIGINT; a configuration or usage error
+#: (argparse's code too); could not start (a listener cannot bind, the data dir is unusable, full or locked, or the
+#: process has too few file descriptors to open its logs: one line on stderr names the cause).
+EXIT_OK = 0
+EXIT_CONFIG_ERROR = 2
+EXIT_STARTUP_FAILED = 3
 
 
 def configure_logging(level: str) -> None:
@@ -116,12 +124,35 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     configure_logging(args.log_level)
     try:
-        node = BrokerNode(resolve_config(args))
+        config = resolve_config(args)
+        node = BrokerNode(config)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"oncelog: {exc}", file=sys.stderr)
-        return 2
-    trio.run(run_broker, node)
-    return 0
+        return EXIT_CONFIG_ERROR
+    if config.not_used:
+        structlog.get_logger(__name__).warning("not used by oncelog", properties=config.not_used_summary())
+    raised = fd_budget.raise_soft_limit()
+    if raised is not None:
+        structlog.get_logger(__name__).info("fd_limit_raised", rlimit_nofile_soft=raised[1], was=raised[0])
+    try:
+        trio.run(run_broker, node)
+    except BaseException as exc:
+        cause = startup_error(exc)
+        if cause is None:
+            raise
+        print(f"oncelog: {cause}", file=sys.stderr)
+        return EXIT_STARTUP_FAILED
+    return EXIT_OK
+
+
+def startup_error(exc: BaseException) -> Exception | None:
+    """The reason the broker could not start that ``exc`` is or holds (trio wraps a task's error in exception
+    groups): a StartupError or a file-descriptor limit; None for anything else."""
+    if isinstance(exc, StartupError | fd_budget.DescriptorLimitError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        return next((found for inner in exc.exceptions if (found := startup_error(inner)) is not None), None)
+    return None
 
 
 if __name__ == "__main__":

@@ -13,6 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oncelog.broker.kafka_properties import (
+    NOT_USED,
+    alias_names,
+    drop_listeners,
+    not_used_reason,
+    resolve_aliases,
+    suggestion,
+)
 from oncelog.storage.config import COMPRESSION_CODECS, LogConfig
 
 
@@ -193,6 +201,22 @@ PROPERTIES: dict[str, PropertySpec] = {
             choices=("CreateTime", "LogAppendTime"),
         ),
         PropertySpec(
+            "log.message.timestamp.before.max.ms",
+            int,
+            9223372036854775807,
+            "How far a CreateTime record's timestamp may be behind the broker's clock (KIP-937).",
+            "message.timestamp.before.max.ms",
+            topic_minimum=0,
+        ),
+        PropertySpec(
+            "log.message.timestamp.after.max.ms",
+            int,
+            3600000,
+            "How far a CreateTime record's timestamp may be ahead of the broker's clock (KIP-937; Kafka 4.0 default).",
+            "message.timestamp.after.max.ms",
+            topic_minimum=0,
+        ),
+        PropertySpec(
             "compression.type",
             str,
             "producer",
@@ -275,6 +299,11 @@ _LISTENER_PROPERTY_SUFFIXES = (
     "sasl.jaas.config",
     *(name for name in PROPERTIES if name.startswith("ssl.")),
 )
+
+
+def known_property_names() -> set[str]:
+    """Every broker property name oncelog accepts: read, aliased or not used (for "did you mean")."""
+    return {*PROPERTIES, *alias_names(), *(name for group in NOT_USED for name in group.names)}
 
 
 def is_listener_property(name: str) -> bool:
@@ -364,24 +393,49 @@ class BrokerConfig:
     values: Mapping[str, object] = field(default_factory=dict)
     explicit: frozenset[str] = frozenset()
 
+    #: Kafka broker properties that were set but are not used by oncelog -> why (``kafka_properties.NOT_USED``).
+    not_used: Mapping[str, str] = field(default_factory=dict)
+
     @classmethod
     def from_sources(cls, *sources: Mapping[str, str]) -> BrokerConfig:
-        """Defaults, then each source in turn (later wins). Unknown property names raise ConfigError."""
+        """Defaults, then each source in turn (later wins), Kafka's aliases applied (``kafka_properties``). A Kafka
+        property oncelog does not use is kept in ``not_used``; a name Kafka does not have raises ConfigError."""
+        merged: dict[str, str] = {}
+        for source in sources:
+            merged.update(source)
+        try:
+            merged = resolve_aliases(merged)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        controller_listeners = merged.get("controller.listener.names", "").split(",")
+        for name in ("listeners", "advertised.listeners"):
+            if name in merged:
+                merged[name] = drop_listeners(merged[name], controller_listeners)
         values: dict[str, object] = {name: spec.default for name, spec in PROPERTIES.items()}
         explicit: set[str] = set()
-        for source in sources:
-            for name, raw in source.items():
-                spec = PROPERTIES.get(name)
-                if spec is not None:
-                    values[name] = parse_value(spec, raw)
-                elif is_listener_property(name):
-                    values[name] = raw.strip()
-                else:
-                    raise ConfigError(f"unknown property {name!r}")
-                explicit.add(name)
-        config = cls(values, frozenset(explicit))
+        not_used: dict[str, str] = {}
+        for name, raw in merged.items():
+            spec = PROPERTIES.get(name)
+            if spec is not None:
+                values[name] = parse_value(spec, raw)
+            elif is_listener_property(name):
+                values[name] = raw.strip()
+            elif (reason := not_used_reason(name)) is not None:
+                not_used[name] = reason
+                continue
+            else:
+                raise ConfigError(f"unknown property {name!r}{suggestion(name, known_property_names())}")
+            explicit.add(name)
+        config = cls(values, frozenset(explicit), not_used)
         config.validate()
         return config
+
+    def not_used_summary(self) -> str:
+        """The properties of ``not_used``, one group per reason: ``a, b (reason); c (reason)``; empty when none."""
+        groups: dict[str, list[str]] = {}
+        for name, reason in self.not_used.items():
+            groups.setdefault(reason, []).append(name)
+        return "; ".join(f"{', '.join(sorted(names))} ({reason})" for reason, names in groups.items())
 
     def __getitem__(self, name: str) -> object:
         return self.values[name]
@@ -424,6 +478,8 @@ class BrokerConfig:
         return dataclasses.replace(self, values=values, explicit=frozenset(explicit))
 
     def validate(self) -> None:
+        if len(list_items(self.get_str("log.dirs"))) > 1:
+            raise ConfigError(f"log.dirs: oncelog keeps its logs in one directory, got {self.get_str('log.dirs')!r}")
         if self.get_int("num.partitions") < 1:
             raise ConfigError("num.partitions must be at least 1")
         if self.get_int("log.segment.bytes") < 14:
@@ -456,6 +512,8 @@ class BrokerConfig:
             cleanup_policy=list_items(str(values["log.cleanup.policy"])),
             delete_retention_ms=int(values["log.cleaner.delete.retention.ms"]),  # type: ignore[arg-type]
             message_timestamp_type=str(values["log.message.timestamp.type"]),
+            message_timestamp_before_max_ms=int(values["log.message.timestamp.before.max.ms"]),  # type: ignore[arg-type]
+            message_timestamp_after_max_ms=int(values["log.message.timestamp.after.max.ms"]),  # type: ignore[arg-type]
             min_insync_replicas=int(values["min.insync.replicas"]),  # type: ignore[arg-type]
             compression_type=str(values["compression.type"]),
             flush_messages=int(values["log.flush.interval.messages"]),  # type: ignore[arg-type]

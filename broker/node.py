@@ -7,6 +7,7 @@ closes the logs cleanly (flush, producer snapshots, checkpoints, clean-shutdown 
 
 from __future__ import annotations
 
+import errno
 import ssl
 import time
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import structlog
 import trio
+from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.flusher import LogFlusher
@@ -34,6 +36,7 @@ from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
 from oncelog.broker.sasl.credentials import ScramCredentialStore
 from oncelog.broker.server import serve
+from oncelog.broker.startup import DataDirLock
 from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
@@ -134,9 +137,20 @@ class BrokerNode:
         self.metadata.load()
         self.scram_credentials.load()
         self.producer_ids.load()
-        self.logs.load(now_ms(), config_for=self.topic_log_config)
-        for topic in self.metadata.topics.values():
-            self.topics.ensure_logs(topic)
+        segments, partitions = self._segments_to_open()
+        problem = fd_budget.startup_problem(segments, partitions)
+        if problem is not None:
+            raise fd_budget.DescriptorLimitError(problem)
+        in_use = fd_budget.open_descriptors() or 0
+        try:
+            self.logs.load(now_ms(), config_for=self.topic_log_config)
+            for topic in self.metadata.topics.values():
+                self.topics.ensure_logs(topic)
+        except (OSError, StorageError) as exc:
+            if not _out_of_descriptors(exc):
+                raise
+            needed = in_use + segments * fd_budget.OPEN_FILES_PER_SEGMENT + fd_budget.RESERVED_FDS
+            raise fd_budget.DescriptorLimitError(fd_budget.startup_message(segments, partitions, needed)) from exc
         self.groups.load()
         self.transactions.load()
         log.info(
@@ -147,10 +161,28 @@ class BrokerNode:
             seconds=round(time.monotonic() - started, 3),
         )
 
+    def _segments_to_open(self) -> tuple[int, int]:
+        """(segments, partitions) that loading opens: the logs on disk, each with at least its active segment, and
+        the partitions of known topics whose logs are missing (a creation cut short), which loading creates."""
+        on_disk = self.logs.segments_on_disk()
+        missing = sum(
+            1
+            for topic in self.metadata.topics.values()
+            for p in range(topic.partitions)
+            if (topic.name, p) not in on_disk
+        )
+        return sum(max(count, 1) for count in on_disk.values()) + missing, len(on_disk) + missing
+
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until cancelled; reports the first listener's bound port once clients can connect to every listener."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        await trio.to_thread.run_sync(self._load)
+        """Serve until cancelled; reports the first listener's bound port once clients can connect to every listener.
+        Holds the data dir's lock throughout; raises StartupError when the data dir or a listener cannot be used."""
+        lock = DataDirLock(self.data_dir)
+        lock.acquire()
+        try:
+            await trio.to_thread.run_sync(self._load)
+        except BaseException:
+            lock.release()
+            raise
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
@@ -176,6 +208,7 @@ class BrokerNode:
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.logs.close)
+                lock.release()
                 log.info("stopped", node_id=self.node_id)
 
     async def _retention_loop(self) -> None:
@@ -232,6 +265,15 @@ class BrokerNode:
             failures = await trio.to_thread.run_sync(self.logs.flush_and_checkpoint)
             for failure in failures:
                 log.error("checkpoint_failed", error=str(failure))
+
+
+def _out_of_descriptors(exc: BaseException | None) -> bool:
+    """``exc`` is, or was caused by, EMFILE / ENFILE."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _housekeeping_failed(partition_log: PartitionLog, exc: Exception) -> None:

@@ -17,6 +17,7 @@ from oncelog.storage import errors as storage_errors
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.log import AppendResult, PartitionLog
 from oncelog.storage.log_manager import LogManager
+from oncelog.storage.log_validator import DecompressionBudget
 
 log = structlog.get_logger(__name__)
 
@@ -28,6 +29,7 @@ _STORAGE_ERROR_CODES: dict[type[Exception], ErrorCode] = {
     storage_errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
     storage_errors.InvalidRecordError: ErrorCode.CORRUPT_MESSAGE,
     storage_errors.RecordValidationError: ErrorCode.INVALID_RECORD,
+    storage_errors.InvalidTimestampError: ErrorCode.INVALID_TIMESTAMP,
     storage_errors.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
     storage_errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
     storage_errors.OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -55,8 +57,8 @@ class PartitionAppend:
     error: ErrorCode
     result: AppendResult | None = None
     message: str | None = None
-    #: The index in its batch of the one record the error is about (Produce v8+ ``record_errors``).
-    record_index: int | None = None
+    #: ``(index in its batch, message)`` of every record the error is about (Produce v8+ ``record_errors``).
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -100,22 +102,24 @@ class ReplicaManager:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         unwaited_delay_s: float = UNWAITED_FLUSH_DELAY_S,
+        budget: DecompressionBudget | None = None,
     ) -> PartitionAppend:
         """Validate and append a partition's batches; the data is not yet durable (see ``wait_durable``). If nobody
         waits for it, fsync mode syncs it within ``unwaited_delay_s``.
 
         Only the coordinator (``AppendOrigin.COORDINATOR``) may append control batches (transaction markers).
+        ``budget`` caps the bytes the request's compressed batches inflate to (``storage.log_validator``).
         """
         partition_log = self.logs.get(topic, partition)
         if partition_log is None:
             return PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            result = partition_log.append(records, now_ms=now_ms, origin=origin)
+            result = partition_log.append(records, now_ms=now_ms, origin=origin, budget=budget)
         except storage_errors.StorageError as exc:
             code = error_code_for(exc)
             log.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
-            record_index = exc.record_index if isinstance(exc, storage_errors.RecordValidationError) else None
-            return PartitionAppend(code, message=str(exc), record_index=record_index)
+            record_errors = exc.record_errors if isinstance(exc, storage_errors.RecordValidationError) else []
+            return PartitionAppend(code, message=str(exc), record_errors=record_errors)
         except OSError as exc:
             log.error("append_failed", topic=topic, partition=partition, error=str(exc))
             return PartitionAppend(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))

@@ -37,6 +37,7 @@ from oncelog.broker.request import Deferred, MalformedRequest, Request
 from oncelog.broker.request_budget import UNBOUNDED, RequestBudget, ResponseHold
 from oncelog.broker.sasl.session import SaslSession
 from oncelog.broker.socket_io import NonBlockingSocket
+from oncelog.broker.startup import StartupError
 from oncelog.broker.tls_socket import TlsSocket
 from oncelog.protocol import (
     ApiKey,
@@ -483,8 +484,13 @@ class Connection:
 
 async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.TaskStatus[int]) -> None:
     """Listen on the listener's host:port and serve every connection in this task's nursery; reports the bound
-    port."""
-    listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
+    port. Raises StartupError naming the listener and its address when it cannot listen there."""
+    try:
+        listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
+    except OSError as exc:
+        raise StartupError(
+            f"listener {listener.name} cannot listen on {listener.host}:{listener.port} ({exc.strerror or exc})"
+        ) from None
     bound_port = listeners[0].socket.getsockname()[1]
     log.info(
         "listening",

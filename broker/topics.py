@@ -20,12 +20,19 @@ import structlog
 import trio
 from oncelog.broker.config import validate_topic_configs
 from oncelog.broker.faults import fault_point
-from oncelog.broker.fd_budget import FDS_PER_NEW_PARTITION, partitions_affordable
+from oncelog.broker.fd_budget import (
+    FDS_PER_NEW_PARTITION,
+    SEGMENTS_PER_NEW_PARTITION,
+    descriptor_limits,
+    limit_advice,
+    partitions_affordable,
+)
 from oncelog.broker.log_builder import build_logs
 from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
 from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, new_overrides
 from oncelog.protocol import ErrorCode
 from oncelog.storage.errors import StorageError
+from oncelog.storage.segment import OPEN_FILES_PER_SEGMENT
 
 if TYPE_CHECKING:
     from oncelog.broker.node import BrokerNode
@@ -110,10 +117,14 @@ class TopicManager:
         affordable = partitions_affordable(self._pending_partitions)
         if new_partitions <= affordable:
             return None
+        soft, _hard = descriptor_limits()
+        needed = soft + (new_partitions - affordable) * FDS_PER_NEW_PARTITION
         return TopicOutcome(
             ErrorCode.INVALID_PARTITIONS,
-            f"Creating {new_partitions} partition(s) needs {new_partitions * FDS_PER_NEW_PARTITION} file descriptors; "
-            f"this broker has enough for {affordable} more partition(s) (raise its RLIMIT_NOFILE, ulimit -n).",
+            f"Creating {new_partitions} partition(s) needs {new_partitions * FDS_PER_NEW_PARTITION} file descriptors "
+            f"({FDS_PER_NEW_PARTITION} each: {SEGMENTS_PER_NEW_PARTITION} segments of {OPEN_FILES_PER_SEGMENT} open "
+            f"files, its first and the one its first roll opens); this broker has enough for {affordable} more "
+            f"partition(s). {limit_advice(needed)}.",
         )
 
     async def _settled(self, name: str) -> None:

@@ -10,6 +10,7 @@ from oncelog.client.assignors import decode_assignment
 from oncelog.client.cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, Cluster
 from oncelog.client.errors import KafkaError, error_for
 from oncelog.client.security import connection_security
+from oncelog.client.txn_manager import coordinator_request
 from oncelog.client.types import TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK as HIGH_WATERMARK  # delete_records' "all"
@@ -17,7 +18,14 @@ from oncelog.protocol.messages.delete_records import HIGH_WATERMARK as HIGH_WATE
 RESOURCE_TYPES = {"topic": 2, "broker": 4}  # DescribeConfigs resource_type (Kafka ConfigResource.Type)
 #: IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType); append/subtract only on list configs.
 CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
+#: CreateTopics' partition count or replication factor that means the broker's num.partitions /
+#: default.replication.factor (KIP-464, CreateTopics v4+).
+USE_BROKER_DEFAULT = -1
 ADMIN_TIMEOUT_MS = 30000  # default.api.timeout.ms is 60000; admin requests carry 30 s like Kafka's tools
+#: How long end_transaction retries a coordinator that is moving, loading or busy (max.block.ms, Kafka's 60000).
+MAX_BLOCK_MS = 60000
+#: Pause between those retries (retry.backoff.ms, Kafka's default 100).
+RETRY_BACKOFF_MS = 100
 #: Coordinator states in which a transaction still owns its partitions: the coordinator will end it by itself
 #: (Ongoing until EndTxn or timeout; the Prepare* states until its markers are written). PrepareEpochFence is the
 #: step before PrepareAbort when a timed-out transaction is fenced.
@@ -166,7 +174,8 @@ class Admin:
         validate_only: bool = False,
         timeout_ms: int = ADMIN_TIMEOUT_MS,
     ) -> dict[str, KafkaError | None]:
-        """Create ``{name: partitions}``; returns each topic's error (None when created)."""
+        """Create ``{name: partitions}``; returns each topic's error (None when created). A count or replication
+        factor of USE_BROKER_DEFAULT takes the broker's default."""
         body = {
             "topics": [
                 {
@@ -418,6 +427,41 @@ class Admin:
                     if p.error_code and p.error_code != ErrorCode.NONE:
                         raise error_for(p.error_code, f"WriteTxnMarkers {t.name}-{p.partition_index}")
 
+    async def end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        max_block_ms: int = MAX_BLOCK_MS,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
+    ) -> None:
+        """Commit (or abort) the open transaction of ``producer_id``/``producer_epoch`` (EndTxn to its coordinator),
+        for a process that holds just those ids and not the producer that began it.
+
+        Coordinator moves, loading, CONCURRENT_TRANSACTIONS and connection errors are retried until
+        ``max_block_ms`` (then KafkaTimeoutError); any other error raises as a KafkaError with its code. A repeated
+        EndTxn with the same outcome succeeds (the coordinator answers it so)."""
+        body = {
+            "transactional_id": transactional_id,
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "committed": commit,
+        }
+        resp = await coordinator_request(
+            self._cluster,
+            ApiKey.END_TXN,
+            body,
+            lambda r: [r.error_code],
+            key_type=COORDINATOR_TRANSACTION,
+            coordinator_key=transactional_id,
+            max_block_ms=max_block_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+        if resp.error_code != ErrorCode.NONE:
+            raise error_for(resp.error_code, f"EndTxn(commit={commit}) for {transactional_id}")
+
     async def find_hanging_transactions(self, topics: Iterable[str] | None = None) -> list[HangingTransaction]:
         """Open transactions on the partitions of ``topics`` (default: every non-internal topic) that no
         coordinator has open on that partition, as Kafka's ``kafka-transactions.sh find-hanging`` finds them.
@@ -506,6 +550,24 @@ class Admin:
                     for m in g.members
                 ]
                 out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
+        return out
+
+    async def list_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        """Every committed offset of ``group_id`` (OffsetFetch with null topics, v2+), from its coordinator."""
+        node = await self._cluster.coordinator(COORDINATOR_GROUP, group_id)
+        body = {"group_id": group_id, "topics": None, "require_stable": False}
+        resp = await self._cluster.request(node, ApiKey.OFFSET_FETCH, body)
+        if resp.error_code:
+            if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                self._cluster.forget_coordinator(COORDINATOR_GROUP, group_id)
+            raise error_for(resp.error_code, f"OffsetFetch {group_id}")
+        out: dict[TopicPartition, int] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise error_for(p.error_code, f"OffsetFetch {group_id} {t.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
         return out
 
     async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:

@@ -1,24 +1,33 @@
 """Command-line tools built on the async client: ``topic``, ``produce``, ``consume``, ``txn``, ``copy``.
 
 ``add_subcommands(subparsers)`` registers them on the ``oncelog`` parser; ``run(args)`` executes one and returns
-the exit code (0 ok, 1 a Kafka error, 2 bad usage). Every command takes ``--bootstrap-server`` (default
-127.0.0.1:9092) and ``--command-config FILE`` (security.protocol with the ssl.* and sasl.* settings of
-``client.security``).
+the exit code (0 ok, 1 a Kafka error, 2 bad usage, 130 stopped by SIGINT or SIGTERM). SIGINT (Ctrl-C) and SIGTERM
+end every command quietly with a summary line on stderr (the records read or written so far); for ``consume``,
+whose normal end it is, the group's offsets are committed and the exit code is 0. Every command takes
+``--bootstrap-server`` (default 127.0.0.1:9092) and ``--command-config FILE`` (security.protocol with the ssl.* and
+sasl.* settings of ``client.security``).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import json
+import os
+import signal
+import stat
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import IO, Any
 
 import anyio
-from oncelog.client.admin import HIGH_WATERMARK, Admin, HangingTransaction
+from oncelog.client.admin import HIGH_WATERMARK, USE_BROKER_DEFAULT, Admin, HangingTransaction
 from oncelog.client.consumer import Consumer
 from oncelog.client.errors import KafkaError
+from oncelog.client.group_lag import as_json, format_table, group_partitions, lag_rows
 from oncelog.client.producer import Producer
 from oncelog.client.progress import ProgressBar
 from oncelog.client.security import read_command_config
@@ -26,6 +35,35 @@ from oncelog.client.types import ConsumerRecord, TopicPartition
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 CLIENT_COMMANDS = ("topic", "produce", "consume", "txn", "group", "copy")
+#: The exit code of a command stopped by SIGINT or SIGTERM (the shell's 128 + SIGINT).
+EXIT_INTERRUPTED = 130
+#: ListOffsets' timestamp of the log-end offset.
+LATEST = -1
+#: Lines ``produce`` reads from a regular file between two checkpoints (where a signal can stop it).
+_LINES_PER_CHECKPOINT = 1000
+#: How much one read of a terminal or pipe may take, and how many such reads may wait to be produced.
+_PIPE_READ_BYTES = 65536
+_PIPE_BATCHES_QUEUED = 16
+
+
+@dataclass
+class Tally:
+    """What a command did so far, for the summary line of an interrupted one."""
+
+    read: int = 0
+    written: int = 0
+    #: Of the records written, those the broker acknowledged (produce).
+    acknowledged: int = 0
+    #: Set by a command whose work may be stopped gracefully: a signal cancels this scope, not the whole command.
+    stop_scope: anyio.CancelScope | None = None
+    #: The signal that stopped the command, if one did.
+    signal: signal.Signals | None = None
+
+    def set_counts(self, read: int, written: int) -> None:
+        self.read, self.written = read, written
+
+
+Handler = Callable[[argparse.Namespace, IO[str], IO[str], Tally], Awaitable[int]]
 
 
 def _offset_or_end(text: str) -> int:
@@ -58,8 +96,15 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     tsub = topic.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="create a topic")
     create.add_argument("name")
-    create.add_argument("--partitions", "-p", type=int, default=1)
-    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument(
+        "--partitions", "-p", type=int, default=USE_BROKER_DEFAULT, help="default: the broker's num.partitions"
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=int,
+        default=USE_BROKER_DEFAULT,
+        help="default: the broker's default.replication.factor",
+    )
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     lst = tsub.add_parser("list", help="list topics")
     lst.add_argument("--internal", action="store_true", help="include internal topics")
@@ -150,11 +195,24 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 
     group = subparsers.add_parser("group", help="list or describe consumer groups, or delete their offsets")
     gsub = group.add_subparsers(dest="action", required=True)
-    glist = gsub.add_parser("list", help="groups known to the coordinators")
-    glist.add_argument("--state", action="append", default=[])
-    gdesc = gsub.add_parser("describe", help="state, members and committed offsets of groups")
+    glist = gsub.add_parser("list", help="groups known to the coordinators, one id a line")
+    glist.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="STATE[,STATE...]",
+        help="print GROUP and STATE columns; with states, only the groups in them (as kafka-consumer-groups.sh)",
+    )
+    gdesc = gsub.add_parser(
+        "describe",
+        help="per partition: committed offset, log-end offset, lag and member (kafka-consumer-groups.sh --describe)",
+    )
     gdesc.add_argument("ids", nargs="+")
-    gdesc.add_argument("--topic", action="append", default=[], help="also print committed offsets of this topic")
+    gdesc.add_argument(
+        "--topic", action="append", default=None, help="only this topic, with its partitions never committed"
+    )
+    gdesc.add_argument("--json", action="store_true", help="a JSON array of row objects instead of the table")
     gdel = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of a topic")
     gdel.add_argument("group")
     gdel.add_argument("--topic", required=True)
@@ -190,22 +248,78 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, *, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
     """Execute the parsed client command; returns the process exit code."""
     out = stdout or sys.stdout
-    handler = {"topic": _topic, "produce": _produce, "consume": _consume, "txn": _txn, "group": _group, "copy": _copy}
+    handler: Handler = {
+        "topic": _topic,
+        "produce": _produce,
+        "consume": _consume,
+        "txn": _txn,
+        "group": _group,
+        "copy": _copy,
+    }[args.client_command]
+    tally = Tally()
     try:
-        return anyio.run(handler[args.client_command], args, stdin or sys.stdin, out)
+        code = anyio.run(_until_signal, handler, args, stdin or sys.stdin, out, tally)
     except KafkaError as exc:
         print(f"oncelog: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"oncelog: {exc}", file=sys.stderr)
         return 2
+    if tally.signal is None:
+        return code if code is not None else EXIT_INTERRUPTED
+    print(_summary(args.client_command, tally), file=sys.stderr)
+    return 0 if args.client_command == "consume" else EXIT_INTERRUPTED
+
+
+def _summary(command: str, tally: Tally) -> str:
+    """The stderr line of a command stopped by a signal."""
+    done = {
+        "consume": f"{tally.read} records consumed",
+        "produce": f"{tally.written} records sent, {tally.acknowledged} acknowledged",
+        "copy": f"{tally.read} records read, {tally.written} written (committed transactions)",
+    }.get(command)
+    return f"oncelog {command}: stopped by {tally.signal.name if tally.signal else 'a signal'}" + (
+        f"; {done}" if done else ""
+    )
+
+
+async def _until_signal(handler: Handler, args: argparse.Namespace, stdin: IO[str], out: IO[str], tally: Tally) -> int:
+    """Run ``handler``; SIGINT or SIGTERM cancels its ``tally.stop_scope`` when it set one, else the whole handler
+    (which then returns None). An error of the handler is raised as itself, not in an exception group."""
+    result: list[int] = []
+    failure: list[BaseException] = []
+    async with anyio.create_task_group() as group:
+
+        async def main() -> None:
+            try:
+                result.append(await handler(args, stdin, out, tally))
+            except Exception as exc:
+                failure.append(exc)
+            finally:
+                group.cancel_scope.cancel()
+
+        if threading.current_thread() is threading.main_thread():
+            group.start_soon(_stop_on_signal, group.cancel_scope, tally)
+        group.start_soon(main)
+    if failure:
+        raise failure[0]
+    return result[0] if result else None  # type: ignore[return-value]
+
+
+async def _stop_on_signal(whole: anyio.CancelScope, tally: Tally) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            tally.signal = signal.Signals(signum)
+            (tally.stop_scope or whole).cancel()
+            if tally.stop_scope is None:
+                return
 
 
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode(errors="replace")
 
 
-async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str], _tally: Tally) -> int:
     async with Admin(args.bootstrap_server, **_security(args)) as admin:
         if args.action == "create":
             configs = dict(item.split("=", 1) for item in args.config)
@@ -239,7 +353,7 @@ async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
     return 0
 
 
-async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str]) -> int:
+async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str], tally: Tally) -> int:
     source = open(args.file, encoding="utf-8") if args.file else stdin  # noqa: SIM115
     try:
         async with Producer(
@@ -253,12 +367,20 @@ async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str]) -> in
                 await producer.begin_transaction()
             futures = []
             progress = ProgressBar("produce")
-            for line in source:
+
+            def acknowledged(future: Any) -> None:
+                if future.exception() is None:
+                    tally.acknowledged += 1
+
+            async for line in _lines(source):
                 line = line.rstrip("\n")
                 key: str | None = None
                 if args.key_separator is not None and args.key_separator in line:
                     key, line = line.split(args.key_separator, 1)
-                futures.append(await producer.send(args.topic, line, key, partition=args.partition))
+                future = await producer.send(args.topic, line, key, partition=args.partition)
+                future.add_done_callback(acknowledged)
+                futures.append(future)
+                tally.written += 1
                 progress.update(1)
             if args.transactional:
                 await producer.commit_transaction()
@@ -272,6 +394,51 @@ async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str]) -> in
         if source is not stdin:
             source.close()
     return 0
+
+
+async def _lines(source: IO[str]) -> Any:
+    """The lines of ``source``, with universal newlines. A regular file is read here, with a checkpoint every few
+    lines; a terminal or pipe by a daemon thread, whatever each read returns at once, so that a signal stops the
+    command while it waits for input (the thread, blocked in its read, ends with the process)."""
+    try:
+        fd = source.fileno()
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except (OSError, ValueError, AttributeError):
+        fd, regular = -1, True  # an in-memory stream
+    if regular:
+        for count, line in enumerate(source):
+            if count % _LINES_PER_CHECKPOINT == 0:
+                await anyio.lowlevel.checkpoint()
+            yield line
+        return
+    send, receive = anyio.create_memory_object_stream[list[str]](_PIPE_BATCHES_QUEUED)
+    token = anyio.lowlevel.current_token()
+    decoder = codecs.getincrementaldecoder(getattr(source, "encoding", None) or "utf-8")()
+
+    def read() -> None:
+        pending = ""
+        try:
+            while chunk := os.read(fd, _PIPE_READ_BYTES):
+                pending += decoder.decode(chunk)
+                # A trailing \r may be the first half of \r\n: keep it for the next chunk.
+                cut = len(pending) - 1 if pending.endswith("\r") else len(pending)
+                text, pending = pending[:cut].replace("\r\n", "\n").replace("\r", "\n"), pending[cut:]
+                *lines, rest = text.split("\n")
+                pending = rest + pending
+                if lines:
+                    anyio.from_thread.run(send.send, [line + "\n" for line in lines], token=token)
+            pending += decoder.decode(b"", final=True)
+            if pending:
+                anyio.from_thread.run(send.send, [pending.replace("\r", "\n")], token=token)
+            anyio.from_thread.run_sync(send.close, token=token)
+        except (anyio.RunFinishedError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the command ended first
+
+    threading.Thread(target=read, name="oncelog-produce-stdin", daemon=True).start()
+    async with receive:
+        async for batch in receive:
+            for line in batch:
+                yield line
 
 
 def _format(record: ConsumerRecord, as_json: bool) -> str:
@@ -290,7 +457,7 @@ def _format(record: ConsumerRecord, as_json: bool) -> str:
     return _text(record.value) or ""
 
 
-async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tally) -> int:
     reset = "earliest" if args.from_beginning else "latest"
     async with Consumer(
         args.bootstrap_server,
@@ -311,21 +478,25 @@ async def _consume(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
             else None
         )
         idle_s = None if args.idle_timeout_ms is None else args.idle_timeout_ms / 1000
-        while args.count is None or seen < args.count:
-            limit = None if args.count is None else args.count - seen
-            got: dict[TopicPartition, list[ConsumerRecord]] = {}
-            with anyio.move_on_after(idle_s):
-                while not got:
-                    got = await consumer.getmany(timeout_ms=500, max_records=limit)
-            if not got:
-                break
-            records = sorted((r for rs in got.values() for r in rs), key=lambda r: (r.partition, r.offset))
-            for record in records:
-                print(_format(record, args.json), file=out)
-            out.flush()
-            seen += len(records)
-            if progress is not None:
-                progress.update(len(records))
+        # A signal ends this loop (the consumer's normal end); the offsets are then committed as at any end.
+        with anyio.CancelScope() as tally.stop_scope:
+            while args.count is None or seen < args.count:
+                limit = None if args.count is None else args.count - seen
+                got: dict[TopicPartition, list[ConsumerRecord]] = {}
+                with anyio.move_on_after(idle_s):
+                    while not got:
+                        got = await consumer.getmany(timeout_ms=500, max_records=limit)
+                if not got:
+                    break
+                records = sorted((r for rs in got.values() for r in rs), key=lambda r: (r.partition, r.offset))
+                for record in records:
+                    print(_format(record, args.json), file=out)
+                out.flush()
+                seen += len(records)
+                tally.read = seen
+                if progress is not None:
+                    progress.update(len(records))
+        tally.stop_scope = None
         if progress is not None:
             progress.close()
         if args.group is not None:
@@ -342,7 +513,7 @@ def format_hanging(h: HangingTransaction) -> str:
     )
 
 
-async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str], _tally: Tally) -> int:
     async with Admin(args.bootstrap_server, **_security(args)) as admin:
         if args.action == "list":
             if not args.hanging:
@@ -373,11 +544,19 @@ async def _txn(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
     return 0
 
 
-async def _group(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+async def _group(args: argparse.Namespace, _in: IO[str], out: IO[str], _tally: Tally) -> int:
     async with Admin(args.bootstrap_server, **_security(args)) as admin:
         if args.action == "list":
-            for g in await admin.list_groups(states=args.state):
-                print(f"{g.group_id}\tprotocol_type={g.protocol_type}\tstate={g.state}", file=out)
+            states = [s.strip() for s in (args.state or "").split(",") if s.strip()]
+            groups = sorted(await admin.list_groups(states=states), key=lambda g: g.group_id)
+            if args.state is None:
+                for g in groups:
+                    print(g.group_id, file=out)
+            else:
+                width = max([len("GROUP"), *(len(g.group_id) for g in groups)])
+                print(f"{'GROUP'.ljust(width)} STATE", file=out)
+                for g in groups:
+                    print(f"{g.group_id.ljust(width)} {g.state}", file=out)
             return 0
         if args.action == "delete-offsets":
             parts = args.partition
@@ -386,20 +565,26 @@ async def _group(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
             await admin.delete_group_offsets(args.group, [TopicPartition(args.topic, p) for p in parts])
             print(f"deleted offsets of {args.group} for " + ",".join(f"{args.topic}-{p}" for p in parts), file=out)
             return 0
-        for gid, d in (await admin.describe_groups(args.ids)).items():
-            print(f"{gid}\tstate={d.state}\tprotocol={d.protocol}\tmembers={len(d.members)}", file=out)
-            for m in d.members:
-                parts = ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)
-                print(
-                    f"  member={m.member_id}\tclient_id={m.client_id}\thost={m.client_host}\tassignment={parts}",
-                    file=out,
-                )
-            if args.topic:
-                async with Consumer(args.bootstrap_server, group_id=gid, **_security(args)) as consumer:
-                    tps = [tp for t in args.topic for tp in await consumer.partitions_for_topic(t)]
-                    for tp, om in (await consumer.committed_many(tps)).items():
-                        offset = om.offset if om is not None else "-"
-                        print(f"  {tp.topic}-{tp.partition}\tcommitted={offset}", file=out)
+        extra = []
+        if args.topic:
+            extra = [
+                TopicPartition(topic, p)
+                for topic, parts in (await admin.describe_topics(args.topic)).items()
+                for p in parts
+            ]
+        rows = []
+        async with Consumer(args.bootstrap_server, isolation_level="read_uncommitted", **_security(args)) as consumer:
+            for gid, description in (await admin.describe_groups(args.ids)).items():
+                committed = await admin.list_group_offsets(gid)
+                tps = group_partitions(description, committed, extra, args.topic)
+                ends = await consumer.list_offsets(tps, LATEST) if tps else {}
+                rows += lag_rows(description, committed, ends, tps)
+                if not description.members:
+                    print(f"Consumer group '{gid}' has no active members.", file=sys.stderr)
+        if args.json:
+            print(json.dumps(as_json(rows)), file=out)
+        else:
+            print(format_table(rows), file=out)
     return 0
 
 
@@ -411,7 +596,7 @@ def load_transform(spec: str) -> Callable[[ConsumerRecord], Any]:
     return getattr(importlib.import_module(module), name)
 
 
-async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
+async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tally) -> int:
     from oncelog.client.eos import copy_topic
 
     transform = load_transform(args.transform) if args.transform else None
@@ -425,6 +610,7 @@ async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str]) -> int:
         transform=transform,
         batch=args.batch,
         idle_timeout_ms=args.idle_timeout_ms,
+        committed=tally.set_counts,
         **_security(args),
     )
     print(f"copied {copied[0]} records, wrote {copied[1]}", file=out)

@@ -16,6 +16,7 @@ MAX_IN_FLIGHT_IDEMPOTENT = 5  # the most Kafka allows with enable.idempotence=tr
 REQUEST_TIMEOUT_MS = 30000  # request.timeout.ms, Kafka default 30000
 DELIVERY_TIMEOUT_MS = 120000  # delivery.timeout.ms, Kafka default 120000
 MAX_BLOCK_MS = 60000  # max.block.ms, Kafka default 60000
+MAX_REQUEST_SIZE = 1048576  # max.request.size, Kafka default 1048576 (the largest record the producer sends)
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms, Kafka default 100
 
 COMPRESSION_TYPES = {
@@ -47,6 +48,7 @@ class ProducerConfig:
     max_block_ms: int
     retry_backoff_ms: int
     client_id: str
+    max_request_size: int = MAX_REQUEST_SIZE
 
     @classmethod
     def build(
@@ -66,6 +68,7 @@ class ProducerConfig:
         max_block_ms: int = MAX_BLOCK_MS,
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
         client_id: str = "oncelog-producer",
+        max_request_size: int = MAX_REQUEST_SIZE,
     ) -> ProducerConfig:
         """Validate and normalise; raises ConfigError naming the offending property."""
         if acks not in _ACKS:
@@ -99,6 +102,8 @@ class ProducerConfig:
             raise ConfigError("batch.size must be > 0")
         if transaction_timeout_ms <= 0:
             raise ConfigError("transaction.timeout.ms must be > 0")
+        if max_request_size <= 0:
+            raise ConfigError("max.request.size must be > 0")
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise ConfigError("delivery.timeout.ms must be >= linger.ms + request.timeout.ms")
         return cls(
@@ -116,4 +121,5 @@ class ProducerConfig:
             max_block_ms,
             retry_backoff_ms,
             client_id,
+            max_request_size,
         )

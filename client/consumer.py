@@ -313,6 +313,14 @@ class Consumer:
             for records in batch.values():
                 return records[0]
 
+    def take_buffered(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``max_records`` records of the assigned partitions already fetched (no I/O, no waiting), as
+        ``getmany`` would return them first; positions advance past them. The sync facade's iterator calls it from
+        its caller's thread: the event loop touches the fetch buffer only inside calls, never between them."""
+        if not self._started or self._closed:
+            raise IllegalStateError("the consumer is not started")
+        return self._drain(list(self._assignment), max_records)
+
     def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         return self._iterate()
 
@@ -432,7 +440,6 @@ class Consumer:
             )
         body = {
             "group_id": group,
-            "generation_id": self.generation_id,
             "generation_id_or_member_epoch": self.generation_id,
             "member_id": self.member_id,
             "group_instance_id": None,

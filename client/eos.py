@@ -42,10 +42,12 @@ async def copy_topic(
     transform: Transform | None = None,
     batch: int = 500,
     idle_timeout_ms: int = 2000,
+    committed: Callable[[int, int], None] | None = None,
     **security: Any,
 ) -> tuple[int, int]:
     """Copy ``source`` to ``destination`` (same partition numbers when the transform keeps keys and the counts
-    match; else by key) until the input is idle for ``idle_timeout_ms``; returns (records read, records written)."""
+    match; else by key) until the input is idle for ``idle_timeout_ms``; returns (records read, records written).
+    ``committed`` is called after each committed transaction with those totals so far."""
     read = written = 0
     async with (
         Consumer(
@@ -79,6 +81,8 @@ async def copy_topic(
                     offsets = {tp: records[-1].offset + 1 for tp, records in got.items()}
                     await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
                 await producer.commit_transaction()
+                if committed is not None:
+                    committed(read, written)
             except BaseException:
                 with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError):
                     await producer.abort_transaction()

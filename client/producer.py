@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
-from oncelog.client.accumulator import ProducerBatch, RecordAccumulator
+from oncelog.client.accumulator import BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, record_size
 from oncelog.client.cluster import Cluster
 from oncelog.client.config import ProducerConfig
 from oncelog.client.errors import (
@@ -52,7 +52,28 @@ Bytes = bytes | str | None
 
 
 def _to_bytes(value: Bytes) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return value
+    raise TypeError(f"a record's key, value and header values must be bytes, str or None; got {type(value).__name__}")
+
+
+def make_record(
+    value: Bytes, key: Bytes, headers: Sequence[tuple[str, Bytes]] | None, timestamp_ms: int | None
+) -> SimpleRecord:
+    """The record ``send`` queues (timestamp: now unless given); TypeError for a key, value or header value that is
+    not bytes, str or None."""
+    ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+    headers_b = [(k, _to_bytes(v)) for k, v in headers] if headers else []
+    return SimpleRecord(_to_bytes(key), _to_bytes(value), headers_b, ts)
+
+
+def _check_partition(topic: str, partition: int | None, count: int) -> None:
+    if partition is not None and not 0 <= partition < count:
+        raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
 
 
 class Producer:
@@ -165,28 +186,62 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> Future[RecordMetadata]:
         """Queue one record; returns a future of its RecordMetadata (``await`` it for delivery)."""
+        record, count = self.prepare_send(topic, value, key, partition, headers, timestamp_ms)
+        if count is None:
+            count = await self._cluster.partitions_for(topic)
+        return self.append_record(topic, record, partition, count)
+
+    def prepare_send(
+        self,
+        topic: str,
+        value: Bytes,
+        key: Bytes,
+        partition: int | None,
+        headers: Sequence[tuple[str, Bytes]] | None,
+        timestamp_ms: int | None,
+    ) -> tuple[SimpleRecord, int | None]:
+        """The part of ``send`` before queueing that needs no I/O: raise what ``send`` raises there (closed producer,
+        transaction state, a key/value/header value not bytes, str or None, a record over max.request.size, a
+        partition the topic lacks), build the record, and return it with the topic's partition count when the metadata
+        cache knows it (else None).
+
+        Reads only, so the sync facade calls it on the caller's thread to raise there; ``append_record`` checks again
+        on the event loop.
+        """
         self._check_open()
         if self._txn is not None:
             self._txn.check_can_send()
-        key_b, value_b = _to_bytes(key), _to_bytes(value)
+        record = make_record(value, key, headers, timestamp_ms)
+        size = BATCH_OVERHEAD + record_size(record)
+        if size > self.config.max_request_size:
+            raise error_for(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the record is {size} bytes, more than max.request.size ({self.config.max_request_size})",
+            )
         info = self._cluster.topics.get(topic)
-        if info is not None and not info.error_code and self._cluster.metadata_fresh():
-            count = len(info.leaders)
-        else:
-            count = await self._cluster.partitions_for(topic)
+        if info is None or info.error_code or not self._cluster.metadata_fresh():
+            return record, None
+        count = len(info.leaders)
+        _check_partition(topic, partition, count)
+        return record, count
+
+    def append_record(
+        self, topic: str, record: SimpleRecord, partition: int | None, count: int
+    ) -> Future[RecordMetadata]:
+        """Queue ``record`` for ``topic`` (of ``count`` partitions) without I/O: the second half of ``send``, on the
+        event loop's thread."""
+        self._check_open()
         if partition is None:
-            partition = self._partitioner(topic, key_b, count)
-        elif not 0 <= partition < count:
-            raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+            partition = self._partitioner(topic, record.key, count)
+        else:
+            _check_partition(topic, partition, count)
         tp = TopicPartition(topic, partition)
         if self._txn is not None:
             self._txn.check_can_send()
             self._txn.maybe_add_partition(tp)
-        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-        record = SimpleRecord(key_b, value_b, [(k, _to_bytes(v)) for k, v in headers or ()], ts)
         fut: Future[RecordMetadata] = Future()
         new, full = self._acc.append(tp, record, fut, time.monotonic())
-        if full and key_b is None and isinstance(self._partitioner, DefaultPartitioner):
+        if full and record.key is None and isinstance(self._partitioner, DefaultPartitioner):
             self._partitioner.next_batch(topic, count, partition)
         if new or full or self.config.linger_ms == 0 or (self._txn is not None and self._txn.new_partitions):
             self._wakeup()

@@ -40,6 +40,42 @@ _COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR
 _SEQUENCE_WRAP = 2**31
 
 
+async def coordinator_request(
+    cluster: Cluster,
+    key: ApiKey,
+    body: Mapping[str, Any],
+    codes: Callable[[Any], list[int]],
+    *,
+    key_type: int,
+    coordinator_key: str,
+    max_block_ms: int,
+    retry_backoff_ms: int,
+) -> Any:
+    """Send ``body`` to the coordinator of ``coordinator_key``, retrying coordinator moves, load-in-progress,
+    CONCURRENT_TRANSACTIONS and connection errors until ``max_block_ms``; returns the response (whose other errors,
+    among ``codes(response)``, the caller handles). Raises KafkaTimeoutError when the time is up."""
+    deadline = time.monotonic() + max_block_ms / 1000
+    while True:
+        backoff = retry_backoff_ms
+        try:
+            node = await cluster.coordinator(key_type, coordinator_key)
+            resp = await cluster.request(node, key, body)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            cluster.forget_coordinator(key_type, coordinator_key)
+            resp = None
+        if resp is not None:
+            errs = {ErrorCode(c) for c in codes(resp)} - {ErrorCode.NONE}
+            if errs & _COORDINATOR_MOVED:
+                cluster.forget_coordinator(key_type, coordinator_key)
+            elif ErrorCode.CONCURRENT_TRANSACTIONS in errs:
+                backoff = CONCURRENT_TXN_BACKOFF_MS
+            elif ErrorCode.COORDINATOR_LOAD_IN_PROGRESS not in errs:
+                return resp
+        if time.monotonic() > deadline:
+            raise KafkaTimeoutError(f"{key.name} did not complete within max.block.ms={max_block_ms}")
+        await anyio.sleep(backoff / 1000)
+
+
 class TxnState(enum.Enum):
     UNINITIALIZED = "UNINITIALIZED"
     INITIALIZING = "INITIALIZING"
@@ -168,33 +204,19 @@ class TransactionManager:
         key_type: int = COORDINATOR_TRANSACTION,
         coordinator_key: str | None = None,
     ) -> Any:
-        """Send ``body`` to the coordinator, retrying coordinator moves, load-in-progress, CONCURRENT_TRANSACTIONS
-        and connection errors until max.block.ms; returns the response (whose other errors the caller handles)."""
+        """``coordinator_request`` with this producer's transactional id, max.block.ms and retry.backoff.ms."""
         ckey = coordinator_key if coordinator_key is not None else self.transactional_id
         assert ckey is not None
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        while True:
-            backoff = self.retry_backoff_ms
-            try:
-                node = await self.cluster.coordinator(key_type, ckey)
-                resp = await self.cluster.request(node, key, body)
-            except KafkaConnectionError:
-                self.cluster.forget_coordinator(key_type, ckey)
-                resp = None
-            except KafkaTimeoutError:
-                self.cluster.forget_coordinator(key_type, ckey)
-                resp = None
-            if resp is not None:
-                errs = {ErrorCode(c) for c in codes(resp)} - {ErrorCode.NONE}
-                if errs & _COORDINATOR_MOVED:
-                    self.cluster.forget_coordinator(key_type, ckey)
-                elif ErrorCode.CONCURRENT_TRANSACTIONS in errs:
-                    backoff = CONCURRENT_TXN_BACKOFF_MS
-                elif ErrorCode.COORDINATOR_LOAD_IN_PROGRESS not in errs:
-                    return resp
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"{key.name} did not complete within max.block.ms={self.max_block_ms}")
-            await anyio.sleep(backoff / 1000)
+        return await coordinator_request(
+            self.cluster,
+            key,
+            body,
+            codes,
+            key_type=key_type,
+            coordinator_key=ckey,
+            max_block_ms=self.max_block_ms,
+            retry_backoff_ms=self.retry_backoff_ms,
+        )
 
     # --- operations ---------------------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """The driver half of the exactly-once write: end (commit or abort) the transactions tasks left open.
 
-The bundled client only ends a transaction from the producer that began it; a Spark driver holds just the task's
-(transactional.id, producer id, epoch), which is all EndTxn needs. So this module sends EndTxn itself over the
-client's connection layer.
+A Spark driver holds just the task's (transactional.id, producer id, epoch), not the producer that began the
+transaction; that is all EndTxn needs, and the client's ``Admin.end_transaction`` sends it (retrying coordinator
+moves and busy coordinators).
 
 Guarantees: :func:`end_transactions` ends every given open transaction or raises; committing a transaction that
 is already committed with the same producer id/epoch succeeds (the coordinator answers a repeated EndTxn with the
@@ -13,74 +13,49 @@ replays it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
 import anyio
-from oncelog.client import Admin, Producer
-from oncelog.client.cluster import COORDINATOR_TRANSACTION, Cluster
-from oncelog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from oncelog.client import Admin, KafkaError, KafkaTimeoutError, Producer
 from oncelog.pipeline.options import SinkOptions
 from oncelog.pipeline.txn_task import TaskCommit
-from oncelog.protocol import ApiKey, ErrorCode
 
 END_TXN_TIMEOUT_S = 60.0  # how long one EndTxn may be retried (max.block.ms, Kafka default 60000)
 RETRY_BACKOFF_S = 0.05
-_RETRY = frozenset(
-    {
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.CONCURRENT_TRANSACTIONS,
-    }
-)
-_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
 
 class TransactionEndError(KafkaError):
     """A task's transaction could not be ended as asked."""
 
 
-async def _end_one(cluster: Cluster, msg: TaskCommit, commit: bool, errors: list[BaseException]) -> None:
-    body = {
-        "transactional_id": msg.transactional_id,
-        "producer_id": msg.producer_id,
-        "producer_epoch": msg.producer_epoch,
-        "committed": commit,
-    }
-    deadline = time.monotonic() + END_TXN_TIMEOUT_S
-    while True:
-        code: ErrorCode | None
-        try:
-            node = await cluster.coordinator(COORDINATOR_TRANSACTION, msg.transactional_id)
-            code = ErrorCode((await cluster.request(node, ApiKey.END_TXN, body)).error_code)
-        except (KafkaConnectionError, KafkaTimeoutError):
-            cluster.forget_coordinator(COORDINATOR_TRANSACTION, msg.transactional_id)
-            code = None
-        if code is ErrorCode.NONE:
-            return
-        if code is not None and code not in _RETRY:
-            errors.append(
-                TransactionEndError(
-                    f"EndTxn(commit={commit}) for {msg.transactional_id} (batch {msg.batch_id}, partition "
-                    f"{msg.partition_id}, producer {msg.producer_id}/{msg.producer_epoch}): {code.name}",
-                    code,
-                )
+async def _end_one(admin: Admin, msg: TaskCommit, commit: bool, errors: list[BaseException]) -> None:
+    try:
+        await admin.end_transaction(
+            msg.transactional_id,
+            msg.producer_id,
+            msg.producer_epoch,
+            commit=commit,
+            max_block_ms=int(END_TXN_TIMEOUT_S * 1000),
+            retry_backoff_ms=int(RETRY_BACKOFF_S * 1000),
+        )
+    except KafkaTimeoutError:
+        errors.append(TransactionEndError(f"EndTxn for {msg.transactional_id} timed out"))
+    except KafkaError as exc:
+        errors.append(
+            TransactionEndError(
+                f"EndTxn(commit={commit}) for {msg.transactional_id} (batch {msg.batch_id}, partition "
+                f"{msg.partition_id}, producer {msg.producer_id}/{msg.producer_epoch}): "
+                f"{exc.code.name if exc.code is not None else exc}",
+                exc.code,
             )
-            return
-        if code in _MOVED or code is None:
-            cluster.forget_coordinator(COORDINATOR_TRANSACTION, msg.transactional_id)
-        if time.monotonic() > deadline:
-            errors.append(TransactionEndError(f"EndTxn for {msg.transactional_id} timed out"))
-            return
-        await anyio.sleep(RETRY_BACKOFF_S)
+        )
 
 
 async def _end_all(bootstrap: str, messages: list[TaskCommit], commit: bool) -> list[BaseException]:
     errors: list[BaseException] = []
-    async with Cluster(bootstrap, client_id="oncelog-spark-driver") as cluster, anyio.create_task_group() as tg:
+    async with Admin(bootstrap, client_id="oncelog-spark-driver") as admin, anyio.create_task_group() as tg:
         for msg in messages:
-            tg.start_soon(_end_one, cluster, msg, commit, errors)
+            tg.start_soon(_end_one, admin, msg, commit, errors)
     return errors
 
 

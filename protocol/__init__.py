@@ -1,8 +1,7 @@
 """oncelog.protocol: sans-IO Kafka wire codecs (headers, message bodies, error codes, API keys)."""
 
-from oncelog.protocol.api import SUPPORTED_VERSIONS, ApiKey
+from oncelog.protocol.api import APIS, DECLARED_VERSIONS, SCHEMAS, SUPPORTED_VERSIONS, Api, ApiKey
 from oncelog.protocol.codec import (
-    DECLARED_VERSIONS,
     api_versions_v0_error_body,
     decode_request,
     decode_response,
@@ -27,8 +26,11 @@ from oncelog.protocol.headers import (
 )
 
 __all__ = [
+    "APIS",
     "DECLARED_VERSIONS",
+    "SCHEMAS",
     "SUPPORTED_VERSIONS",
+    "Api",
     "ApiKey",
     "DecodeError",
     "EncodeError",

@@ -1,8 +1,64 @@
-"""Kafka API keys and the version ranges oncelog advertises in ApiVersions."""
+"""Kafka API keys, and the one registry of the APIs oncelog declares and serves (:data:`APIS`).
+
+Each :class:`Api` names its key, its message module (REQUEST and RESPONSE schemas: the versions it can
+encode and decode) and the range it advertises in ApiVersions; ``SUPPORTED_VERSIONS``, ``DECLARED_VERSIONS``
+and ``SCHEMAS`` are views of it. The broker keys its handler table by the same keys.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
+from types import ModuleType
+
+from oncelog.protocol.messages import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    alter_configs,
+    alter_partition_reassignments,
+    alter_user_scram_credentials,
+    api_versions,
+    create_acls,
+    create_partitions,
+    create_topics,
+    delete_acls,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_acls,
+    describe_client_quotas,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_transactions,
+    describe_user_scram_credentials,
+    elect_leaders,
+    end_txn,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    list_partition_reassignments,
+    list_transactions,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    produce,
+    sasl_authenticate,
+    sasl_handshake,
+    sync_group,
+    txn_offset_commit,
+    write_txn_markers,
+)
+from oncelog.protocol.schema import Message
 
 
 class ApiKey(IntEnum):
@@ -98,54 +154,99 @@ class ApiKey(IntEnum):
     READ_SHARE_GROUP_STATE_SUMMARY = 87
 
 
-# Exactly what we implement and advertise (ApiVersions response). Ranges per the client survey in
-# shared/reference/client-protocol-requirements.md ("recommended" set, plus flexible versions we implement).
-SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 9),
-    ApiKey.FETCH: (4, 12),
-    ApiKey.LIST_OFFSETS: (1, 7),
-    ApiKey.METADATA: (0, 9),
-    ApiKey.API_VERSIONS: (0, 3),
-    ApiKey.CREATE_TOPICS: (0, 5),
-    ApiKey.DELETE_TOPICS: (0, 4),
-    ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
-    ApiKey.DESCRIBE_CONFIGS: (0, 4),
-    ApiKey.ALTER_CONFIGS: (0, 2),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.FIND_COORDINATOR: (0, 4),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 5),  # v5: epoch bump per transaction (KIP-890 part 2)
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),
-    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
-    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-    ApiKey.LIST_TRANSACTIONS: (0, 1),
-    ApiKey.JOIN_GROUP: (0, 7),
-    ApiKey.SYNC_GROUP: (0, 5),
-    ApiKey.HEARTBEAT: (0, 4),
-    ApiKey.LEAVE_GROUP: (0, 4),
-    ApiKey.OFFSET_COMMIT: (2, 8),
-    ApiKey.OFFSET_FETCH: (1, 7),
-    ApiKey.OFFSET_DELETE: (0, 0),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
-    ApiKey.LIST_GROUPS: (0, 4),
-    ApiKey.DELETE_GROUPS: (0, 2),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
-    ApiKey.CREATE_PARTITIONS: (0, 3),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
-    # Admin APIs of UIs and admin tools, answered as a single-node Kafka without an authorizer answers them.
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
-    ApiKey.DESCRIBE_ACLS: (1, 3),
-    ApiKey.CREATE_ACLS: (1, 3),
-    ApiKey.DELETE_ACLS: (1, 3),
-    ApiKey.ELECT_LEADERS: (0, 2),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
-    # SASL (KIP-43, KIP-152) and SCRAM credential management (KIP-554): Kafka 4.x's ranges, on every listener.
-    ApiKey.SASL_HANDSHAKE: (0, 1),
-    ApiKey.SASL_AUTHENTICATE: (0, 2),
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+@dataclass(frozen=True)
+class Api:
+    """One API: its key, its request/response schemas and the version range oncelog serves and advertises.
+
+    Guaranteed on construction: the schemas carry this key, and the advertised range lies within the versions
+    the schemas declare.
+    """
+
+    key: ApiKey
+    messages: ModuleType  # a protocol.messages module: REQUEST and RESPONSE
+    advertised: tuple[int, int]
+
+    @property
+    def request(self) -> Message:
+        return self.messages.REQUEST
+
+    @property
+    def response(self) -> Message:
+        return self.messages.RESPONSE
+
+    @property
+    def declared(self) -> tuple[int, int]:
+        """The lowest and highest version the request schema declares (advertised or not)."""
+        valid = [v for v in range(0, 64) if self.request.has_version(v)]
+        return valid[0], valid[-1]
+
+    def __post_init__(self) -> None:
+        if not self.request.api_key == self.response.api_key == self.key:
+            raise ValueError(f"{self.key.name}: schemas of api key {self.request.api_key}")
+        low, high = self.declared
+        if not low <= self.advertised[0] <= self.advertised[1] <= high:
+            raise ValueError(f"{self.key.name}: advertised {self.advertised} outside declared {self.declared}")
+
+
+# Exactly what we implement and advertise (ApiVersions response), with the message module declaring each API's
+# schemas. Ranges per the client survey in shared/reference/client-protocol-requirements.md ("recommended" set,
+# plus flexible versions we implement).
+APIS: dict[ApiKey, Api] = {
+    api.key: api
+    for api in (
+        Api(ApiKey.PRODUCE, produce, (0, 9)),
+        Api(ApiKey.FETCH, fetch, (4, 12)),
+        Api(ApiKey.LIST_OFFSETS, list_offsets, (1, 7)),
+        Api(ApiKey.METADATA, metadata, (0, 9)),
+        Api(ApiKey.API_VERSIONS, api_versions, (0, 3)),
+        Api(ApiKey.CREATE_TOPICS, create_topics, (0, 5)),
+        Api(ApiKey.DELETE_TOPICS, delete_topics, (0, 4)),
+        Api(ApiKey.DELETE_RECORDS, delete_records, (0, 2)),
+        Api(ApiKey.INIT_PRODUCER_ID, init_producer_id, (0, 4)),
+        Api(ApiKey.DESCRIBE_CONFIGS, describe_configs, (0, 4)),
+        Api(ApiKey.ALTER_CONFIGS, alter_configs, (0, 2)),
+        Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, incremental_alter_configs, (0, 1)),
+        Api(ApiKey.FIND_COORDINATOR, find_coordinator, (0, 4)),
+        Api(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_to_txn, (0, 3)),
+        Api(ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_to_txn, (0, 3)),
+        Api(ApiKey.END_TXN, end_txn, (0, 5)),  # v5: epoch bump per transaction (KIP-890 part 2)
+        Api(ApiKey.WRITE_TXN_MARKERS, write_txn_markers, (0, 1)),
+        Api(ApiKey.DESCRIBE_PRODUCERS, describe_producers, (0, 0)),
+        Api(ApiKey.DESCRIBE_TRANSACTIONS, describe_transactions, (0, 0)),
+        Api(ApiKey.LIST_TRANSACTIONS, list_transactions, (0, 1)),
+        Api(ApiKey.JOIN_GROUP, join_group, (0, 7)),
+        Api(ApiKey.SYNC_GROUP, sync_group, (0, 5)),
+        Api(ApiKey.HEARTBEAT, heartbeat, (0, 4)),
+        Api(ApiKey.LEAVE_GROUP, leave_group, (0, 4)),
+        Api(ApiKey.OFFSET_COMMIT, offset_commit, (2, 8)),
+        Api(ApiKey.OFFSET_FETCH, offset_fetch, (1, 7)),
+        Api(ApiKey.OFFSET_DELETE, offset_delete, (0, 0)),
+        Api(ApiKey.DESCRIBE_GROUPS, describe_groups, (0, 5)),
+        Api(ApiKey.LIST_GROUPS, list_groups, (0, 4)),
+        Api(ApiKey.DELETE_GROUPS, delete_groups, (0, 2)),
+        Api(ApiKey.TXN_OFFSET_COMMIT, txn_offset_commit, (0, 3)),
+        Api(ApiKey.CREATE_PARTITIONS, create_partitions, (0, 3)),
+        Api(ApiKey.DESCRIBE_CLUSTER, describe_cluster, (0, 1)),
+        # Admin APIs of UIs and admin tools, answered as a single-node Kafka without an authorizer answers them.
+        Api(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs, (1, 4)),
+        Api(ApiKey.DESCRIBE_ACLS, describe_acls, (1, 3)),
+        Api(ApiKey.CREATE_ACLS, create_acls, (1, 3)),
+        Api(ApiKey.DELETE_ACLS, delete_acls, (1, 3)),
+        Api(ApiKey.ELECT_LEADERS, elect_leaders, (0, 2)),
+        Api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, alter_partition_reassignments, (0, 0)),
+        Api(ApiKey.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments, (0, 0)),
+        Api(ApiKey.DESCRIBE_CLIENT_QUOTAS, describe_client_quotas, (0, 1)),
+        # SASL (KIP-43, KIP-152) and SCRAM credential management (KIP-554): Kafka 4.x's ranges, on every listener.
+        Api(ApiKey.SASL_HANDSHAKE, sasl_handshake, (0, 1)),
+        Api(ApiKey.SASL_AUTHENTICATE, sasl_authenticate, (0, 2)),
+        Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, describe_user_scram_credentials, (0, 0)),
+        Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, alter_user_scram_credentials, (0, 0)),
+    )
 }
+
+#: Advertised (served) version range per API key.
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {key: api.advertised for key, api in APIS.items()}
+#: Every version the schemas can encode and decode per API key, advertised or not (the client may use them).
+DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {key: api.declared for key, api in APIS.items()}
+#: (request, response) schema per API key.
+SCHEMAS: dict[ApiKey, tuple[Message, Message]] = {key: (api.request, api.response) for key, api in APIS.items()}

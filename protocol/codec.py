@@ -1,7 +1,8 @@
 """Encode/decode whole request and response frames (the bytes after the 4-byte size prefix).
 
 Bodies decode to construct ``Container`` s (attribute and item access) holding every field the API knows at
-any version (absent ones at their defaults); bodies encode from dicts that may hold a superset of fields.
+any version (absent ones at their defaults); bodies encode from dicts whose keys are fields of that message at
+some version (a field this version lacks is left out; a key the message has at no version raises EncodeError).
 Every decoding failure is a DecodeError; every encoding failure an EncodeError.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from construct import Container
 from oncelog.protocol import primitives as p
-from oncelog.protocol.api import SUPPORTED_VERSIONS, ApiKey
+from oncelog.protocol.api import SCHEMAS, SUPPORTED_VERSIONS, ApiKey
 from oncelog.protocol.errors import DecodeError, EncodeError, ProtocolError
 from oncelog.protocol.headers import (
     RequestHeader,
@@ -22,7 +23,6 @@ from oncelog.protocol.headers import (
     encode_response_header,
     response_header_version,
 )
-from oncelog.protocol.messages import SCHEMAS
 from oncelog.protocol.schema import Message
 
 #: Array elements one request may decode into, in all its arrays. The bytes alone allow one element per byte or
@@ -30,12 +30,6 @@ from oncelog.protocol.schema import Message
 #: Kafka's clients send (a Fetch or OffsetCommit of every partition a consumer owns, a Metadata request naming
 #: every topic) hold tens of thousands. Kafka has no such bound, only the bytes one.
 MAX_REQUEST_ELEMENTS = 100_000
-
-# Every (api, version range) we have schemas for, advertised or not.
-DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {}
-for _key, (_req, _resp) in SCHEMAS.items():
-    _valid = [v for v in range(0, 64) if _req.has_version(v)]
-    DECLARED_VERSIONS[_key] = (_valid[0], _valid[-1])
 
 
 @functools.cache  # only valid (api, version) pairs are cached: a failed lookup raises
@@ -78,6 +72,8 @@ def _decode(
 def _encode_into(out: Any, message: Message, version: int, body: Mapping[str, Any]) -> None:
     try:
         message.construct(version).build_stream(body, out)
+    except EncodeError as e:
+        raise EncodeError(f"cannot encode {message.name} v{version}: {e}") from None
     except ProtocolError:
         raise
     except Exception as e:

@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from oncelog.protocol import primitives as p
-from oncelog.protocol.api import SUPPORTED_VERSIONS, ApiKey
+from oncelog.protocol.api import SCHEMAS, SUPPORTED_VERSIONS, ApiKey
 from oncelog.protocol.errors import DecodeError, ProtocolError, UnsupportedVersionError
-from oncelog.protocol.messages import SCHEMAS
 
 _FIXED = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")

@@ -678,8 +678,10 @@ class KStruct(KafkaType):
     """A Kafka struct at one version: regular fields in order, then (if flexible) a tagged-field section.
 
     Parses into a construct ``Container`` holding every field the message knows at ANY version: fields the
-    version lacks get their defaults. Builds from any mapping; extra keys are ignored, missing keys take
-    defaults. Tagged fields are written only when they differ from their default.
+    version lacks get their defaults. Builds from any mapping whose keys are fields the message knows at some
+    version (``known``): a key it knows at no version raises :class:`EncodeError` (a misspelt field never goes
+    out as its default); fields this version lacks are left out, missing keys take defaults. Tagged fields are
+    written only when they differ from their default.
     """
 
     def __init__(
@@ -691,6 +693,7 @@ class KStruct(KafkaType):
         self.tagged = sorted(tagged, key=lambda f: f.tag or 0)
         self.flexible = flexible
         self.min_size = max(1, sum(f.subcon.min_size for f in fields if f.subcon) + (1 if flexible else 0))
+        self.known = frozenset(f.name for f in (*fields, *absent, *tagged))
 
     # -- interpreted
     def _parse(self, stream: Any, context: Any, path: str) -> Container:
@@ -710,6 +713,8 @@ class KStruct(KafkaType):
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         if obj is None:
             obj = {}
+        elif not self.known.issuperset(obj):
+            refuse_unknown(obj, self.known)
         for f in self.fields:
             value = obj.get(f.name, _MISSING)
             if value is _MISSING or (value is None and not f.subcon.nullable):
@@ -765,10 +770,15 @@ class KStruct(KafkaType):
         code.append(_PREAMBLE)
         uid = code.allocateId()
         fname = f"build_kstruct_{uid}"
+        known = f"_KNOWN_{uid}"
+        # Bound once: the check costs one call per struct (about 10 ns per key), no attribute lookup.
+        code.append(f"{known} = frozenset({sorted(self.known)!r})\n{known}_has_all = {known}.issuperset\n")
         lines = [
             f"def {fname}(objdict, io, this):",
             "    if objdict is None:",
             "        objdict = {}",
+            f"    elif not {known}_has_all(objdict):",
+            f"        _P.refuse_unknown(objdict, {known})",
             "    get = objdict.get",
         ]
         for f in self.fields:
@@ -799,6 +809,12 @@ class KStruct(KafkaType):
         lines.append("    return objdict")
         code.append("\n".join(lines) + "\n")
         return f"{fname}(obj, io, this)"
+
+
+def refuse_unknown(obj: Any, known: frozenset[str]) -> None:
+    """Raise EncodeError naming the keys of ``obj`` that are not in ``known`` (the struct's fields at any version)."""
+    unknown = sorted(str(k) for k in obj if k not in known)
+    raise EncodeError(f"field(s) not in schema: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
 
 
 def _bind_parser(subcon: KafkaType, context: Any, path: str) -> Callable[[io.BytesIO], Any]:

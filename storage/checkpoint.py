@@ -53,11 +53,39 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def encode_checkpoint(entries: list[str]) -> bytes:
+    """Kafka's checkpoint text: the version, the number of entries, then one entry a line."""
+    return ("\n".join([str(CHECKPOINT_VERSION), str(len(entries)), *entries]) + "\n").encode()
+
+
+def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
+    """The entries of a checkpoint file, each split into ``fields`` words; a missing file has none.
+
+    Raises StorageError when the version, the count or an entry's shape is wrong."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    lines = text.splitlines()
+    try:
+        if int(lines[0]) != CHECKPOINT_VERSION:
+            raise StorageError(f"{path}: unsupported checkpoint version {lines[0]!r}")
+        count = int(lines[1])
+    except (IndexError, ValueError) as exc:
+        raise StorageError(f"{path}: malformed checkpoint: {exc}") from exc
+    entries = [line.split(" ") for line in lines[2:]]
+    if len(entries) != count:
+        raise StorageError(f"{path}: expected {count} entries, found {len(entries)}")
+    if any(len(entry) != fields for entry in entries):
+        raise StorageError(f"{path}: malformed checkpoint: an entry does not have {fields} fields")
+    return entries
+
+
 def encode_offset_checkpoint(offsets: dict[tuple[str, int], int]) -> bytes:
     """Render ``{(topic, partition): offset}`` in Kafka's checkpoint format (sorted for stable output)."""
-    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
-    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
-    return ("\n".join(lines) + "\n").encode()
+    return encode_checkpoint(
+        [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    )
 
 
 def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
@@ -68,21 +96,6 @@ def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> 
 def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     """Parse an offset checkpoint; a missing file is empty. Raises StorageError when malformed."""
     try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        return {}
-    lines = text.splitlines()
-    try:
-        if int(lines[0]) != CHECKPOINT_VERSION:
-            raise StorageError(f"{path}: unsupported checkpoint version {lines[0]!r}")
-        count = int(lines[1])
-        entries = lines[2:]
-        if len(entries) != count:
-            raise StorageError(f"{path}: expected {count} entries, found {len(entries)}")
-        result: dict[tuple[str, int], int] = {}
-        for line in entries:
-            topic, partition, offset = line.split(" ")
-            result[(topic, int(partition))] = int(offset)
-    except (IndexError, ValueError) as exc:
+        return {(topic, int(partition)): int(offset) for topic, partition, offset in read_checkpoint(path, 3)}
+    except ValueError as exc:
         raise StorageError(f"{path}: malformed checkpoint: {exc}") from exc
-    return result

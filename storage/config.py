@@ -29,6 +29,10 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy: "delete", "compact" or both
     delete_retention_ms: int = 86400000  # delete.retention.ms: how long compaction keeps a key's tombstone
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type: "CreateTime" or "LogAppendTime"
+    # message.timestamp.before.max.ms / message.timestamp.after.max.ms (KIP-937; Kafka 4.0 defaults, KIP-1030):
+    # how far a CreateTime record's timestamp may be behind / ahead of the broker's clock.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3600000
     min_insync_replicas: int = 1  # min.insync.replicas: acks=all appends need this many in-sync replicas
     compression_type: str = "producer"  # compression.type: "producer" (keep the batch's codec) or a codec name
     # log.flush.interval.messages / flush.messages: unflushed messages that trigger an fsync (oncelog's default 1,

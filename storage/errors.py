@@ -17,16 +17,22 @@ class InvalidRecordError(StorageError):
 
 
 class RecordValidationError(InvalidRecordError):
-    """A well-formed batch breaks a rule of the log: a client's control batch, a record count that disagrees
-    with the last offset delta, a keyless record in a compacted log. Kafka: INVALID_RECORD (87).
+    """A batch or its records break a rule of the log (``storage.log_validator``): a client's control batch, a
+    record count that disagrees with the last offset delta or the records, a malformed record, a keyless record in
+    a compacted log. Kafka: INVALID_RECORD (87).
 
-    ``record_index`` is the offending record's index in its batch, when one record is to blame (Kafka's
-    ProduceResponse ``record_errors``, v8+).
+    ``record_errors`` lists ``(index in its batch, message)`` of every offending record when records are to blame
+    (Kafka's ProduceResponse ``record_errors``, v8+, KIP-467); empty when the batch as a whole is.
     """
 
-    def __init__(self, message: str, record_index: int | None = None) -> None:
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message)
-        self.record_index = record_index
+        self.record_errors = record_errors or []
+
+
+class InvalidTimestampError(RecordValidationError):
+    """A record's timestamp is outside message.timestamp.before/after.max.ms, or a client sent a LogAppendTime
+    batch. Kafka: INVALID_TIMESTAMP (32), with ``record_errors``."""
 
 
 class RecordTooLargeError(StorageError):

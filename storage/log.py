@@ -43,28 +43,24 @@ from oncelog.protocol.records.batch import (
     NO_PARTITION_LEADER_EPOCH,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    InvalidBatchError,
     parse_header,
     set_log_append_time,
+    set_max_timestamp,
     unchecked_prefix,
-    validate_batch,
 )
-from oncelog.protocol.records.codec import decode_batch, rewrite_batch
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.cleaner import CleanedGroup
 from oncelog.storage.compaction_plan import LogTransactions
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
-    CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
-    RecordValidationError,
     StorageError,
 )
 from oncelog.storage.faults import fault_point
+from oncelog.storage.log_validator import DecompressionBudget, ValidatedBatch, rebuild_batch, validate_append
 from oncelog.storage.producer_state import ProducerStateManager, SnapshotCorruptError
 from oncelog.storage.recovery import load_segments
 from oncelog.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
@@ -252,64 +248,34 @@ class PartitionLog:
         """Bytes in the segments' ``.log`` files, indexes not counted (Kafka's UnifiedLog.size)."""
         return sum(segment.size for segment in self._segments)
 
-    def _validate(self, buf: bytes | bytearray | memoryview, origin: AppendOrigin) -> list[tuple[int, BatchHeader]]:
-        headers = []
-        pos = 0
-        end = len(buf)
-        if end == 0:
-            raise InvalidRecordError("no record batches")
-        # Clients' batches to a compacted log must have keys; the coordinators always write keys.
-        compacted_client_batch = self.config.compacts and origin is AppendOrigin.CLIENT
-        while pos < end:
-            if end - pos < BATCH_HEADER_SIZE:
-                raise InvalidRecordError("trailing partial record batch")
-            size = parse_header(buf, pos).size
-            if size > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {size} bytes exceeds message.max.bytes {self.config.max_message_bytes}"
-                )
-            try:
-                header = validate_batch(buf, pos)
-            except InvalidBatchError as exc:
-                if exc.corrupt:
-                    raise CorruptRecordError(str(exc)) from exc
-                raise InvalidRecordError(str(exc)) from exc
-            if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
-                raise RecordValidationError("record count does not match the last offset delta")
-            if header.is_control and origin is AppendOrigin.CLIENT:
-                raise RecordValidationError(
-                    f"Clients are not allowed to write control records to {self.directory.name}"
-                )
-            if compacted_client_batch and not header.is_control:
-                keyless = _first_keyless_record(buf, pos)
-                if keyless is not None:
-                    raise RecordValidationError(
-                        f"Compacted topic cannot accept message without key in topic partition {self.directory.name}.",
-                        record_index=keyless,
-                    )
-            headers.append((pos, header))
-            pos += header.size
-        return headers
-
     def append(
         self,
         records: bytes | bytearray | memoryview,
         *,
         now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        budget: DecompressionBudget | None = None,
     ) -> AppendResult:
-        """Append whole v2 batches as the leader: validate all, check producer state, assign offsets, write.
+        """Append whole v2 batches as the leader: validate all (``log_validator``, within ``budget``, default one
+        of its own), check producer state, assign offsets, write.
 
         CLIENT appends may not hold control batches; only they are checked for sequences and answered from
-        the duplicate cache. Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError,
-        producer-state errors (nothing is appended) or KafkaStorageError (write failed; the segment and its
-        indexes are cut back to their previous size).
+        the duplicate cache. Raises CorruptRecordError, InvalidRecordError, RecordValidationError,
+        RecordTooLargeError, producer-state errors (nothing is appended) or KafkaStorageError (write failed; the
+        segment and its indexes are cut back to their previous size).
         """
         buf: bytes | bytearray | memoryview = records
-        validated = self._validate(buf, origin)
+        batches = validate_append(buf, self.config, origin, now_ms, self.directory.name, budget)
         codec = self.config.compression_codec
-        if codec is not None and any(h.compression != codec and not h.is_control for _, h in validated):
-            buf, validated = _recompressed(buf, validated, codec, self.config.max_message_bytes)
+        if any(_needs_rebuild(batch, codec) for batch in batches):
+            buf, validated = _rebuilt(buf, batches, codec, self.config.max_message_bytes)
+        else:
+            validated = [(batch.position, batch.header) for batch in batches]
+            if any(batch.max_timestamp_fixed for batch in batches):
+                buf = bytearray(buf)  # a lying maxTimestamp is set from the records, in place
+                for batch in batches:
+                    if batch.max_timestamp_fixed:
+                        set_max_timestamp(buf, batch.position, batch.header.size, batch.header.max_timestamp)
         log_append_time = self.config.log_append_time
         if log_append_time and not isinstance(buf, bytearray):
             buf = bytearray(buf)  # stamped in place
@@ -775,38 +741,28 @@ def _with_assigned_offsets(
     return pieces
 
 
-def _recompressed(
-    buf: bytes | bytearray | memoryview, validated: list[tuple[int, BatchHeader]], codec: int, max_message_bytes: int
+def _needs_rebuild(batch: ValidatedBatch, codec: int | None) -> bool:
+    """Whether a data batch needs new inner offsets or is not in ``codec`` (compression.type; None: any)."""
+    header = batch.header
+    return not header.is_control and (batch.rebuild or (codec is not None and header.compression != codec))
+
+
+def _rebuilt(
+    buf: bytes | bytearray | memoryview, batches: list[ValidatedBatch], codec: int | None, max_message_bytes: int
 ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
-    """The batches with every data batch not already in ``codec`` rewritten in it (compression.type): records,
-    offsets, timestamps and producer fields unchanged, as Kafka's LogValidator recompresses. Raises
-    InvalidRecordError for records that do not decode, RecordTooLargeError for a batch that grew too large."""
+    """The batches with each one ``_needs_rebuild`` names rebuilt by ``log_validator.rebuild_batch``, in ``codec``
+    (None: its own)."""
     out = bytearray()
     headers = []
-    for pos, header in validated:
-        data = memoryview(buf)[pos : pos + header.size]
-        if not header.is_control and header.compression != codec:
-            try:
-                records = decode_batch(data)[1]
-            except InvalidBatchError as exc:
-                raise InvalidRecordError(str(exc)) from exc
-            data = memoryview(rewrite_batch(header, records, compression=codec))
-            if len(data) > max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {len(data)} bytes recompressed exceeds message.max.bytes {max_message_bytes}"
-                )
+    for batch in batches:
+        header = batch.header
+        data: bytes | memoryview = memoryview(buf)[batch.position : batch.position + header.size]
+        if _needs_rebuild(batch, codec):
+            target = header.compression if codec is None else codec
+            data = rebuild_batch(buf, batch, target, max_message_bytes)
         headers.append((len(out), parse_header(data)))
         out += data
     return out, headers
-
-
-def _first_keyless_record(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
-    """Index of the first record without a key (what a compacted log refuses) in the validated batch at ``pos``."""
-    try:
-        records = decode_batch(buf, pos)[1]
-    except InvalidBatchError as exc:
-        raise InvalidRecordError(str(exc)) from exc
-    return next((index for index, record in enumerate(records) if record.key is None), None)
 
 
 def _whole_batches(data: bytes, max_offset: int | None) -> tuple[int, bool]:

@@ -18,6 +18,7 @@ logs in a worker thread and ``register`` them itself, and the readers that may r
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import threading
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ from oncelog.storage.checkpoint import (
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import KafkaStorageError, StorageError
 from oncelog.storage.log import PartitionLog, parse_log_dir_name
+from oncelog.storage.segment import is_segment_log_name
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"  # LogManager.RecoveryPointCheckpointFile
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"  # LogManager.LogStartOffsetCheckpointFile
@@ -80,6 +82,22 @@ class LogManager:
         if clean:
             marker.unlink()
             fsync_dir(self.data_dir)
+
+    def segments_on_disk(self) -> dict[tuple[str, int], int]:
+        """Per partition directory in the data dir, how many segments (``.log`` files) ``load`` will open; read
+        before loading, to check the process has the descriptors for them."""
+        counts: dict[tuple[str, int], int] = {}
+        if not self.data_dir.is_dir():
+            return counts
+        for path in self.data_dir.iterdir():
+            if not path.is_dir() or path.name.endswith(DELETE_DIR_SUFFIX):
+                continue
+            try:
+                key = parse_log_dir_name(path.name)
+            except ValueError:
+                continue
+            counts[key] = sum(1 for name in os.listdir(path) if is_segment_log_name(name))
+        return counts
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))

@@ -32,6 +32,7 @@ from oncelog.storage.segment import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
+    is_segment_log_name,
 )
 
 RECOVERY_READ_CHUNK = 1 << 20
@@ -56,7 +57,7 @@ def _remove_strays(directory: Path) -> set[int]:
         name = path.name
         if name.endswith(STRAY_SUFFIXES):
             path.unlink(missing_ok=True)
-        elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+        elif is_segment_log_name(name):
             bases.add(int(name[: -len(LOG_SUFFIX)]))
     for path in directory.iterdir():
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):

@@ -1,6 +1,9 @@
 """One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex`` (Kafka's LogSegment).
 
 Guarantees:
+- A segment keeps one descriptor open per file (``SEGMENT_SUFFIXES``) from construction to ``close``, every segment
+  of a log, not only the active one: ``OPEN_FILES_PER_SEGMENT``, which the broker's descriptor budget counts. A
+  construction that fails (EMFILE) closes what it opened.
 - ``append`` writes the given bytes with one ``write`` and indexes each batch with ``index_batch``;
   recovery and index rebuilds call the same ``index_batch`` over the same batches, so rebuilt index files
   are byte-identical to the ones built while appending.
@@ -34,10 +37,19 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (see txn_index)
+#: The files of a segment; each is open while the segment is.
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+#: Descriptors one open LogSegment holds (the broker's file-descriptor budget counts these).
+OPEN_FILES_PER_SEGMENT = len(SEGMENT_SUFFIXES)
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # index entries store offsets as int32 relative to the base
 HEADER_READ_CHUNK = 8192
+
+
+def is_segment_log_name(name: str) -> bool:
+    """``name`` is a segment's ``.log`` file (20 digits and the suffix), not a temporary or other file."""
+    return name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -58,14 +70,24 @@ class LogSegment:
             (directory / file_name(base_offset, suffix)).exists() for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.offset_index = OffsetIndex(
-            directory / file_name(base_offset, INDEX_SUFFIX), base_offset, config.max_index_size
-        )
-        self.time_index = TimeIndex(
-            directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, config.max_index_size
-        )
-        self.txn_index = TransactionIndex(directory / file_name(base_offset, TXN_INDEX_SUFFIX), base_offset)
-        self.size = os.fstat(self.fd).st_size
+        opened: list[OffsetIndex | TimeIndex | TransactionIndex] = []
+        try:
+            self.offset_index = OffsetIndex(
+                directory / file_name(base_offset, INDEX_SUFFIX), base_offset, config.max_index_size
+            )
+            opened.append(self.offset_index)
+            self.time_index = TimeIndex(
+                directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, config.max_index_size
+            )
+            opened.append(self.time_index)
+            self.txn_index = TransactionIndex(directory / file_name(base_offset, TXN_INDEX_SUFFIX), base_offset)
+            self.size = os.fstat(self.fd).st_size
+        except BaseException:
+            # Out of descriptors (EMFILE) or a failing disk: leak nothing.
+            for index in opened:
+                index.close()
+            os.close(self.fd)
+            raise
         self.txn_index_stale = False  # set when the .txnindex must be rebuilt from producer state
         self._reset_state()
         self.deleted = False
@@ -252,7 +274,7 @@ class LogSegment:
         """Close and unlink every file of the segment."""
         self.close()
         self.deleted = True
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES:
             (self.directory / file_name(self.base_offset, suffix)).unlink(missing_ok=True)
 
     # ----------------------------------------------------------------------------------------- reading

@@ -1,4 +1,8 @@
-"""One handler per API key: validate, call a component, build the response body."""
+"""One handler per API key: validate, call a component, build the response body.
+
+The APIs themselves (keys, schemas, advertised ranges) are registered once, in ``protocol.api.APIS``; this table
+only maps each of them to its handler, and refuses to load when an advertised API has none.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ from oncelog.broker.apis import (
     write_txn_markers,
 )
 from oncelog.broker.request import Handler
-from oncelog.protocol import SUPPORTED_VERSIONS, ApiKey
+from oncelog.protocol import APIS, ApiKey
 
 HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.PRODUCE: produce.handle,
@@ -95,5 +99,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter,
 }
 
-# Advertise only what is implemented: every advertised key has a handler and vice versa.
-assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "HANDLERS and SUPPORTED_VERSIONS disagree"
+
+def unhandled(handlers: dict[ApiKey, Handler] = HANDLERS) -> list[ApiKey]:
+    """The advertised APIs without a handler (none, or the broker would answer them by closing the connection)."""
+    return sorted(set(APIS) - set(handlers))
+
+
+if unhandled():
+    raise ImportError(f"advertised APIs without a handler: {[k.name for k in unhandled()]}")

@@ -9,10 +9,10 @@ from oncelog.broker.txn.errors import fencing_error
 from oncelog.protocol import ApiKey
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     await broker.ensure_offsets_topic()
     error = await broker.transactions.add_partitions(

@@ -9,7 +9,7 @@ from oncelog.broker.txn.errors import fencing_error
 from oncelog.protocol import ApiKey, ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
 def _results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
@@ -19,7 +19,7 @@ def _results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
     return [{"name": topic, "results_by_partition": results} for topic, results in by_topic.items()]
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
     unknown = {

@@ -18,10 +18,10 @@ from oncelog.broker.topics import TopicOutcome
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-def _alter_broker(broker: BrokerNode, name: str, ops: Sequence[ConfigOp]) -> TopicOutcome:
+def _alter_broker(broker: Broker, name: str, ops: Sequence[ConfigOp]) -> TopicOutcome:
     """Kafka's checks of a BROKER resource (ConfigAdminManager), then the refusal of every change."""
     if name:
         if not name.lstrip("-").isdigit():
@@ -41,7 +41,7 @@ def _alter_broker(broker: BrokerNode, name: str, ops: Sequence[ConfigOp]) -> Top
 
 
 def alter_resources(
-    broker: BrokerNode,
+    broker: Broker,
     resources: Sequence,
     ops_of: Callable[[object], list[ConfigOp]],
     *,
@@ -77,7 +77,7 @@ def _sets(resource) -> list[ConfigOp]:
     return [ConfigOp(c.name, OpType.SET, c.value) for c in resource.configs]
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     responses = alter_resources(broker, body.resources, _sets, incremental=False, validate_only=body.validate_only)
     return {"throttle_time_ms": 0, "responses": responses}

@@ -10,10 +10,10 @@ from oncelog.broker.topics import TopicOutcome
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = []

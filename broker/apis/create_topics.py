@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from oncelog.broker.apis.describe_configs import topic_config_entries
@@ -11,10 +12,10 @@ from oncelog.broker.topics import USE_BROKER_DEFAULT, TopicOutcome
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def _create(broker: BrokerNode, topic, validate_only: bool) -> TopicOutcome:
+async def _create(broker: Broker, topic, validate_only: bool) -> TopicOutcome:
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
     if topic.assignments:
         if num_partitions != USE_BROKER_DEFAULT or replication_factor != USE_BROKER_DEFAULT:
@@ -35,7 +36,16 @@ async def _create(broker: BrokerNode, topic, validate_only: bool) -> TopicOutcom
     )
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+#: The fields of a CreateTopics v5+ config entry (Kafka's CreatableTopicConfigs): a DescribeConfigs entry without
+#: its synonyms, type and documentation.
+CREATABLE_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
+
+
+def _creatable_configs(broker: Broker, overrides: Mapping[str, str]) -> list[dict]:
+    return [{f: entry[f] for f in CREATABLE_CONFIG_FIELDS} for entry in topic_config_entries(broker, overrides)]
+
+
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = []
@@ -55,7 +65,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
                 "error_message": outcome.message,
                 "num_partitions": created.partitions if created is not None else -1,
                 "replication_factor": 1 if created is not None else -1,
-                "configs": topic_config_entries(broker, created.configs) if created is not None else [],
+                "configs": _creatable_configs(broker, created.configs) if created is not None else [],
             }
         )
     return {"throttle_time_ms": 0, "topics": results}

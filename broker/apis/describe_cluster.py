@@ -11,7 +11,7 @@ from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.describe_cluster import ENDPOINT_TYPE_BROKER, ENDPOINT_TYPE_CONTROLLER
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 _ENDPOINT_NAMES = {ENDPOINT_TYPE_BROKER: "BROKER", ENDPOINT_TYPE_CONTROLLER: "CONTROLLER"}
 
@@ -38,7 +38,7 @@ def _endpoint_error(requested: int, version: int) -> dict | None:
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     failure = _endpoint_error(body.endpoint_type, request.version)
     if failure is not None:

@@ -10,7 +10,7 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: Kafka's ConfigResource.Type.
 RESOURCE_TOPIC = 2
@@ -33,7 +33,7 @@ def _config_type(spec: PropertySpec) -> int:
     return {bool: TYPE_BOOLEAN, int: TYPE_LONG}.get(spec.kind, TYPE_STRING)
 
 
-def _broker_source(broker: BrokerNode, spec: PropertySpec) -> int:
+def _broker_source(broker: Broker, spec: PropertySpec) -> int:
     return SOURCE_STATIC_BROKER_CONFIG if spec.name in broker.config.explicit else SOURCE_DEFAULT_CONFIG
 
 
@@ -54,7 +54,7 @@ def _entry(
     }
 
 
-def topic_config_entries(broker: BrokerNode, overrides: Mapping[str, str]) -> list[dict]:
+def topic_config_entries(broker: Broker, overrides: Mapping[str, str]) -> list[dict]:
     """Every topic-level config: the topic's override, else the broker's value (with synonyms)."""
     entries = []
     for spec in PROPERTIES.values():
@@ -72,7 +72,7 @@ def topic_config_entries(broker: BrokerNode, overrides: Mapping[str, str]) -> li
     return entries
 
 
-def _broker_entries(broker: BrokerNode) -> list[dict]:
+def _broker_entries(broker: Broker) -> list[dict]:
     entries = []
     for spec in PROPERTIES.values():
         value, source = _text(broker.config[spec.name]), _broker_source(broker, spec)
@@ -84,7 +84,7 @@ def _broker_entries(broker: BrokerNode) -> list[dict]:
     return entries
 
 
-def _describe(broker: BrokerNode, resource, include_synonyms: bool) -> dict:
+def _describe(broker: Broker, resource, include_synonyms: bool) -> dict:
     result = {
         "error_code": ErrorCode.NONE,
         "error_message": None,
@@ -119,7 +119,7 @@ def _describe(broker: BrokerNode, resource, include_synonyms: bool) -> dict:
     return result
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     return {
         "throttle_time_ms": 0,

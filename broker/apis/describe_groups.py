@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from oncelog.broker.request import Request
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     return {"throttle_time_ms": 0, "groups": [broker.groups.describe(g) for g in request.body.groups]}

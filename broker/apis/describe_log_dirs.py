@@ -25,10 +25,10 @@ from oncelog.protocol import ErrorCode
 from oncelog.storage.log import PartitionLog
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-def _selected(broker: BrokerNode, topics) -> list[PartitionLog]:
+def _selected(broker: Broker, topics) -> list[PartitionLog]:
     logs = broker.logs.all_logs()
     if topics is None:
         return list(logs.values())
@@ -57,7 +57,7 @@ def _topics(logs: list[PartitionLog]) -> list[dict]:
     ]
 
 
-def _result(broker: BrokerNode, topics) -> dict:
+def _result(broker: Broker, topics) -> dict:
     log_dir = str(broker.data_dir.absolute())
     try:
         volume = os.statvfs(log_dir)
@@ -72,5 +72,5 @@ def _result(broker: BrokerNode, topics) -> dict:
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": [_result(broker, request.body.topics)]}

@@ -8,10 +8,10 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-def _partition(broker: BrokerNode, topic: str, index: int) -> dict:
+def _partition(broker: Broker, topic: str, index: int) -> dict:
     partition_log = broker.replicas.get_log(topic, index)
     if partition_log is None:
         return {
@@ -39,7 +39,7 @@ def _partition(broker: BrokerNode, topic: str, index: int) -> dict:
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     return {
         "throttle_time_ms": 0,
         "topics": [

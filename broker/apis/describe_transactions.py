@@ -6,13 +6,12 @@ from typing import TYPE_CHECKING
 
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
-from oncelog.protocol.internal.transaction_log import TxnStateCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-def _describe(broker: BrokerNode, transactional_id: str) -> dict:
+def _describe(broker: Broker, transactional_id: str) -> dict:
     metadata = broker.transactions.get(transactional_id)
     if metadata is None:
         return {
@@ -31,7 +30,7 @@ def _describe(broker: BrokerNode, transactional_id: str) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "transactional_id": transactional_id,
-        "transaction_state": TxnStateCode(metadata.state).kafka_name,
+        "transaction_state": metadata.state.kafka_name,
         "transaction_timeout_ms": metadata.timeout_ms,
         "transaction_start_time_ms": metadata.start_timestamp_ms,
         "producer_id": metadata.producer_id,
@@ -40,7 +39,7 @@ def _describe(broker: BrokerNode, transactional_id: str) -> dict:
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     return {
         "throttle_time_ms": 0,
         "transaction_states": [_describe(broker, t) for t in request.body.transactional_ids],

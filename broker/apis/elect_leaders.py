@@ -20,13 +20,13 @@ from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.elect_leaders import ELECTION_TYPE_PREFERRED, ELECTION_TYPE_UNCLEAN
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: Kafka's Errors.ELECTION_NOT_NEEDED message, which ApiError gives when no message is set.
 ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
 
-def _partition_result(broker: BrokerNode, topic: str, partition: int) -> dict:
+def _partition_result(broker: Broker, topic: str, partition: int) -> dict:
     if broker.metadata.get(topic) is None:
         error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
     elif not broker.metadata.has_partition(topic, partition):
@@ -49,7 +49,7 @@ def _every_partition_failed(topic_partitions, error: int, message: str) -> list[
     ]
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     if body.topic_partitions == []:
         # Kafka's QuorumController answers an empty (not null) list before looking at the election type.

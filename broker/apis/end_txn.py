@@ -12,13 +12,13 @@ from oncelog.broker.txn.errors import fencing_error
 from oncelog.protocol import ApiKey
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: The first EndTxn version whose transaction ends with an epoch bump (Kafka's TransactionVersion 2).
 EPOCH_BUMP_SINCE = 5
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     error, producer_id, producer_epoch = await broker.transactions.end_transaction(
         body.transactional_id,

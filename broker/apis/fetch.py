@@ -23,7 +23,7 @@ from oncelog.protocol.records.compression import Compression
 from oncelog.storage.log import PartitionLog
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 NO_PREFERRED_REPLICA = -1
 #: Kafka's FetchRequest.INVALID_SESSION_ID / FINAL_EPOCH / INITIAL_EPOCH.
@@ -51,14 +51,14 @@ def requested_partitions(body) -> dict[str, dict[int, object]]:
     return wanted
 
 
-def max_response_bytes(broker: BrokerNode, request: Request) -> int:
+def max_response_bytes(broker: Broker, request: Request) -> int:
     """Record bytes the response may carry: the request's max_bytes (v3+) within the broker's fetch.max.bytes."""
     asked = request.body.max_bytes if request.version >= 3 else 2**31 - 1
     return min(asked, broker.config.get_int("fetch.max.bytes"))
 
 
 async def _read_all(
-    broker: BrokerNode, request: Request, wanted: dict[str, dict[int, object]]
+    broker: Broker, request: Request, wanted: dict[str, dict[int, object]]
 ) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
     remaining = max_response_bytes(broker, request)
     hold = request.response_hold
@@ -133,7 +133,7 @@ def _response(results: list[tuple[str, list[tuple[int, PartitionRead]]]], isolat
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     if request.version >= 7 and body.session_id != NO_SESSION_ID:
         return {
@@ -183,7 +183,7 @@ def _bytes_between(partition_log: PartitionLog, start: int, end: int, starts: di
 
 
 def _visible_bytes(
-    broker: BrokerNode, request: Request, wanted: dict[str, dict[int, object]], starts: dict[tuple[int, int], int]
+    broker: Broker, request: Request, wanted: dict[str, dict[int, object]], starts: dict[tuple[int, int], int]
 ) -> int:
     """What the fetch would read now, estimated from positions as Kafka's DelayedFetch estimates it; a partition
     whose fetch offset is out of range counts as enough (the read answers its error at once)."""
@@ -207,7 +207,7 @@ def _visible_bytes(
 
 
 async def _park(
-    broker: BrokerNode,
+    broker: Broker,
     request: Request,
     wanted: dict[str, dict[int, object]],
     watched: list[tuple[str, int]],

@@ -12,7 +12,7 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: Kafka's FindCoordinatorRequest.CoordinatorType.
 GROUP = 0
@@ -21,7 +21,7 @@ TRANSACTION = 1
 BATCHED_VERSION = 4
 
 
-async def _lookup(broker: BrokerNode, key: str, key_type: int, listener: str | None) -> dict:
+async def _lookup(broker: Broker, key: str, key_type: int, listener: str | None) -> dict:
     advertised = broker.advertised_for(listener)
     entry = {
         "key": key,
@@ -45,7 +45,7 @@ async def _lookup(broker: BrokerNode, key: str, key_type: int, listener: str | N
     return entry
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     if request.version >= BATCHED_VERSION:
         return {
@@ -53,4 +53,5 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
             "coordinators": [await _lookup(broker, k, body.key_type, request.listener) for k in body.coordinator_keys],
         }
     entry = await _lookup(broker, body.key, body.key_type, request.listener)
+    del entry["key"]  # v0-3 answer for the one key asked; only v4+'s coordinators name theirs
     return {"throttle_time_ms": 0, **entry}

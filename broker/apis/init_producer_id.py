@@ -13,10 +13,10 @@ from oncelog.broker.txn.errors import fencing_error
 from oncelog.protocol import ApiKey, ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     if body.transactional_id is None:
         error, producer_id, epoch = ErrorCode.NONE, broker.producer_ids.next_id(), 0

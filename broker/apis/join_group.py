@@ -8,7 +8,7 @@ from oncelog.broker.group.coordinator import JoinRequest
 from oncelog.broker.request import Request
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: The first version that must take its member id in a MEMBER_ID_REQUIRED round trip (KIP-394).
 MEMBER_ID_REQUIRED_SINCE = 4
@@ -16,7 +16,7 @@ MEMBER_ID_REQUIRED_SINCE = 4
 NULLABLE_PROTOCOL_NAME_SINCE = 7
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     rebalance_timeout = body.rebalance_timeout_ms if request.version >= 1 else body.session_timeout_ms
     result = await broker.groups.join_group(

@@ -8,13 +8,13 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: The first version that leaves a list of members (KIP-345).
 BATCHED_SINCE = 3
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     if request.version >= BATCHED_SINCE:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]

@@ -8,9 +8,9 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     groups = broker.groups.list_groups(list(request.body.states_filter))
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

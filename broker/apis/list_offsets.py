@@ -11,7 +11,7 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: Kafka's ListOffsetsRequest sentinels.
 LATEST_TIMESTAMP = -1
@@ -22,7 +22,7 @@ UNKNOWN = -1
 PARTITIONS_PER_CHECKPOINT = 256
 
 
-def _lookup(broker: BrokerNode, name: str, index: int, timestamp: int, isolation: int) -> dict:
+def _lookup(broker: Broker, name: str, index: int, timestamp: int, isolation: int) -> dict:
     entry = {
         "partition_index": index,
         "error_code": ErrorCode.NONE,
@@ -55,7 +55,7 @@ def _lookup(broker: BrokerNode, name: str, index: int, timestamp: int, isolation
     return entry
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     listed = Counter((topic.name, p.partition_index) for topic in body.topics for p in topic.partitions)
     topics = []

@@ -6,17 +6,16 @@ from typing import TYPE_CHECKING
 
 from oncelog.broker.clock import now_ms
 from oncelog.broker.request import Request
-from oncelog.broker.txn.metadata import TxnState
 from oncelog.protocol import ErrorCode
-from oncelog.protocol.internal.transaction_log import TxnStateCode
+from oncelog.protocol.internal.transaction_log import TxnState
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
-KNOWN_STATE_NAMES = {code.kafka_name for code in TxnStateCode}
+KNOWN_STATE_NAMES = {code.kafka_name for code in TxnState}
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     states = set(body.state_filters)
     producer_ids = set(body.producer_id_filters)
@@ -24,7 +23,7 @@ async def handle(broker: BrokerNode, request: Request) -> dict:
     now = now_ms()
     listed = []
     for metadata in broker.transactions.all():
-        name = TxnStateCode(metadata.state).kafka_name
+        name = metadata.state.kafka_name
         if states and name not in states:
             continue
         if producer_ids and metadata.producer_id not in producer_ids:

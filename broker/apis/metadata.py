@@ -12,7 +12,7 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 NO_LEADER_EPOCH = -1
 #: Topics answered between two checkpoints, so a request naming many does not hold the event loop.
@@ -21,7 +21,7 @@ TOPICS_PER_CHECKPOINT = 256
 NO_LEADER_ID = -1
 
 
-def topic_entry(broker: BrokerNode, topic: TopicInfo) -> dict:
+def topic_entry(broker: Broker, topic: TopicInfo) -> dict:
     """The topic's metadata. A partition whose log does not exist yet (its creation is under way, or failed until
     the next start) is LEADER_NOT_AVAILABLE with leader -1, as Kafka reports a partition without a live leader, so
     clients wait and ask again instead of sending it requests."""
@@ -35,7 +35,7 @@ def topic_entry(broker: BrokerNode, topic: TopicInfo) -> dict:
     }
 
 
-def _partition_entry(broker: BrokerNode, topic: str, partition: int) -> dict:
+def _partition_entry(broker: Broker, topic: str, partition: int) -> dict:
     node_id = broker.node_id
     available = broker.logs.get(topic, partition) is not None
     return {
@@ -50,7 +50,7 @@ def _partition_entry(broker: BrokerNode, topic: str, partition: int) -> dict:
     }
 
 
-def advertised_brokers(broker: BrokerNode, listener: str | None) -> list[dict]:
+def advertised_brokers(broker: Broker, listener: str | None) -> list[dict]:
     """The live brokers clients are told about (this node only): id, host and port advertised for the listener the
     request came in on (as Kafka answers), rack (none)."""
     advertised = broker.advertised_for(listener)
@@ -67,7 +67,7 @@ def error_entry(name: str, error: ErrorCode) -> dict:
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     requested = body.topics
     if requested is None or (request.version == 0 and not requested):

@@ -9,7 +9,7 @@ from oncelog.broker.request import Request
 from oncelog.protocol.internal.group_log import OffsetValue
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: OffsetCommitRequest.DEFAULT_TIMESTAMP / DEFAULT_RETENTION_TIME: "not set".
 DEFAULT_TIMESTAMP = -1
@@ -45,7 +45,7 @@ def by_topic(errors: dict[tuple[str, int], int]) -> list[dict]:
     return [{"name": name, "partitions": partitions} for name, partitions in topics.items()]
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     offsets = offsets_of(body.topics, now_ms(), retention_ms=body.retention_time_ms)
     errors = await broker.groups.commit_offsets(

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 from oncelog.broker.request import Request
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     wanted = None
     if body.topics is not None:

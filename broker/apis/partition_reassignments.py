@@ -17,7 +17,7 @@ from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: Kafka's Errors.NO_REASSIGNMENT_IN_PROGRESS message, which its exception carries.
 NO_REASSIGNMENT_MESSAGE = "No partition reassignment is in progress."
@@ -37,7 +37,7 @@ def _invalid_assignment(replicas: list[int], node_id: int) -> str | None:
     return None
 
 
-def _reassign(broker: BrokerNode, topic: str, partition: int, replicas: list[int] | None) -> tuple[int, str | None]:
+def _reassign(broker: Broker, topic: str, partition: int, replicas: list[int] | None) -> tuple[int, str | None]:
     if broker.metadata.get(topic) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
     if not broker.metadata.has_partition(topic, partition):
@@ -50,7 +50,7 @@ def _reassign(broker: BrokerNode, topic: str, partition: int, replicas: list[int
     return ErrorCode.NONE, None
 
 
-async def handle_alter(broker: BrokerNode, request: Request) -> dict:
+async def handle_alter(broker: Broker, request: Request) -> dict:
     topics = request.body.topics
     responses = []
     for topic in topics:
@@ -68,5 +68,5 @@ async def handle_alter(broker: BrokerNode, request: Request) -> dict:
     }
 
 
-async def handle_list(broker: BrokerNode, request: Request) -> dict:
+async def handle_list(broker: Broker, request: Request) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}

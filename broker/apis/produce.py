@@ -17,9 +17,10 @@ from oncelog.broker.request import Deferred, Request
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.records.batch import InvalidBatchError, holds_codec, parse_header
 from oncelog.protocol.records.compression import Compression
+from oncelog.storage.log_validator import DecompressionBudget
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 #: The first Produce version that carries v2 record batches (Kafka 4.0 rejects 0-2).
 MIN_RECORD_BATCH_V2_VERSION = 3
@@ -40,14 +41,14 @@ def _partition_response(index: int, outcome: PartitionAppend) -> dict:
         "base_offset": result.first_offset if result is not None else -1,
         "log_append_time_ms": result.log_append_time if result is not None else NO_TIMESTAMP,
         "log_start_offset": result.log_start_offset if result is not None else -1,
-        "record_errors": []
-        if outcome.record_index is None
-        else [{"batch_index": outcome.record_index, "batch_index_error_message": outcome.message}],
+        "record_errors": [
+            {"batch_index": index, "batch_index_error_message": message} for index, message in outcome.record_errors
+        ],
         "error_message": outcome.message,
     }
 
 
-def _isr_shortfall(broker: BrokerNode, topic: str, partition: int) -> str | None:
+def _isr_shortfall(broker: Broker, topic: str, partition: int) -> str | None:
     """Why an acks=all append must be refused with NOT_ENOUGH_REPLICAS (min.insync.replicas above the in-sync
     replica count, as Kafka's Partition.appendRecordsToLeader checks), or None."""
     partition_log = broker.logs.get(topic, partition)
@@ -60,7 +61,7 @@ def _isr_shortfall(broker: BrokerNode, topic: str, partition: int) -> str | None
 
 
 def _check_transactional(
-    broker: BrokerNode, transactional_id: str | None, topic: str, partition: int, records: bytes
+    broker: Broker, transactional_id: str | None, topic: str, partition: int, records: bytes
 ) -> ErrorCode:
     """Transactional records need a transactional id whose open transaction already holds this partition."""
     try:
@@ -76,7 +77,7 @@ def _check_transactional(
     )
 
 
-def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tuple[int, PartitionAppend]]]]:
+def _append_all(broker: Broker, request: Request) -> list[tuple[str, list[tuple[int, PartitionAppend]]]]:
     body = request.body
     if request.version < MIN_RECORD_BATCH_V2_VERSION:
         reject: ErrorCode | None = ErrorCode.UNSUPPORTED_VERSION
@@ -85,6 +86,7 @@ def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tu
     else:
         reject = None
     timestamp = now_ms()
+    budget = DecompressionBudget()  # one for the whole request: its batches together inflate at most this much
     outcomes = []
     for topic_data in body.topic_data:
         name = topic_data.name
@@ -112,7 +114,7 @@ def _append_all(broker: BrokerNode, request: Request) -> list[tuple[str, list[tu
             elif error := _check_transactional(broker, body.transactional_id, name, index, partition_data.records):
                 outcome = PartitionAppend(error)
             else:
-                outcome = broker.replicas.append(name, index, partition_data.records, timestamp)
+                outcome = broker.replicas.append(name, index, partition_data.records, timestamp, budget=budget)
             per_partition.append((index, outcome))
         outcomes.append((name, per_partition))
     return outcomes
@@ -128,7 +130,7 @@ def _response(outcomes: list[tuple[str, list[tuple[int, PartitionAppend]]]]) -> 
     }
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict | Deferred | None:
+async def handle(broker: Broker, request: Request) -> dict | Deferred | None:
     outcomes = _append_all(broker, request)
     if request.body.acks == 0:
         return None

@@ -12,12 +12,12 @@ from oncelog.broker.sasl.credentials import Deletion, Upsertion
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 log = structlog.get_logger(__name__)
 
 
-async def handle_describe(broker: BrokerNode, request: Request) -> dict:
+async def handle_describe(broker: Broker, request: Request) -> dict:
     users = request.body.users
     names = None if users is None else [user.name for user in users]
     return {
@@ -28,7 +28,7 @@ async def handle_describe(broker: BrokerNode, request: Request) -> dict:
     }
 
 
-async def handle_alter(broker: BrokerNode, request: Request) -> dict:
+async def handle_alter(broker: Broker, request: Request) -> dict:
     body = request.body
     deletions = [Deletion(d.name, d.mechanism) for d in body.deletions]
     upsertions = [

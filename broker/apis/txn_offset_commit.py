@@ -11,10 +11,10 @@ from oncelog.broker.txn.errors import fencing_error
 from oncelog.protocol import ApiKey
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     errors = await broker.groups.txn_commit_offsets(
         body.transactional_id,

@@ -10,10 +10,10 @@ from oncelog.broker.txn.markers import TxnMarker, append_markers, wait_markers_d
 from oncelog.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.services import Broker
 
 
-async def handle(broker: BrokerNode, request: Request) -> dict:
+async def handle(broker: Broker, request: Request) -> dict:
     results = []
     for entry in request.body.markers:
         partitions = [(t.name, p) for t in entry.topics for p in t.partition_indexes]

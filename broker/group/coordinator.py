@@ -2,30 +2,37 @@
 node (offsets: see ``offsets.py``).
 
 Guarantees:
-- Requests for one group are serialized by a per-group lock; a JoinGroup / SyncGroup that must wait for the
-  rebalance releases the lock and waits for its Reply.
+- Requests for one group are serialized by a per-group lock (``KeyedLocks``: it exists only while held or awaited,
+  so requests naming groups that do not exist leave nothing behind); a JoinGroup / SyncGroup that must wait for the
+  rebalance releases the lock and waits for its Reply. A Heartbeat / SyncGroup / LeaveGroup for a group that does
+  not exist is answered without taking a lock.
 - State changes follow Kafka's classic protocol: Empty -> PreparingRebalance -> CompletingRebalance -> Stable, back
   to PreparingRebalance on joins/leaves/expiries, Empty when the last member goes, Dead when deleted.
 - The group's metadata (generation, protocol, leader, members with assignments) is fsynced in
   ``__consumer_offsets`` before the leader's assignment is handed out, and whenever a rebalance leaves it Empty.
 - Timers (session expiry, join phase end, initial rebalance delay, MEMBER_ID_REQUIRED members) run in one task of
-  the coordinator's nursery (``run``), which sleeps until the next deadline.
+  the coordinator's nursery (``run``), which sleeps until the earliest deadline of a ``DeadlineHeap`` holding at most
+  one entry per group with a deadline: every change that can bring a group's deadline forward schedules it (under
+  the group's lock), a heartbeat only pushes deadlines back and schedules nothing, and a group whose entry comes due
+  early is checked and scheduled again. So an idle broker costs nothing per group, and a due group costs
+  O(its members).
 """
 
 from __future__ import annotations
 
 import math
 import uuid
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 from oncelog.broker.clock import now_ms
+from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.group.metadata import Group, GroupState, Member, Reply
 from oncelog.broker.group.offsets import OffsetsMixin
 from oncelog.broker.group.offsets_log import GroupLog
+from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.txn.markers import add_marker_listener
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.group_log import GroupValue, MemberValue, encode_group_key, encode_group_value
@@ -38,8 +45,8 @@ log = structlog.get_logger(__name__)
 #: Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member that stops waiting for its JoinGroup answer
 #: (e.g. disconnected) is dropped after this (KIP-394).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300000
-#: The timer task wakes at least this often (s), so deadlines set without a wake-up are never missed for long.
-MAX_TIMER_SLEEP_S = 1.0
+#: Due groups the timer task expires between two scheduler checkpoints (a burst of expiries never stalls the loop).
+EXPIRIES_PER_CHECKPOINT = 64
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,11 @@ class GroupCoordinator(OffsetsMixin):
         self._max_session_ms = config.get_int("group.max.session.timeout.ms")
         self._max_size = config.get_int("group.max.size")
         self._groups: dict[str, Group] = {}
-        self._locks: defaultdict[str, trio.Lock] = defaultdict(trio.Lock)
+        self._locks: KeyedLocks[str] = KeyedLocks()
+        #: Group id -> when its timers must be looked at (trio.current_time()); see ``_schedule``.
+        self._timers: DeadlineHeap[str] = DeadlineHeap()
+        #: What the timer task sleeps until (-inf while it works): an earlier deadline wakes it.
+        self._timer_sleep_until = -math.inf
         self._wakeup = trio.Event()
         #: (offsets partition, producer id) -> groups holding pending transactional offsets of that producer.
         self._pending_txn: dict[tuple[int, int], set[str]] = {}
@@ -97,6 +108,7 @@ class GroupCoordinator(OffsetsMixin):
         for group in self._groups.values():
             for member in group.members.values():
                 member.last_heartbeat_s = now
+            self._schedule(group)
         await self.remove_orphaned_offsets()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._run_timers)
@@ -109,8 +121,12 @@ class GroupCoordinator(OffsetsMixin):
     def all(self) -> list[Group]:
         return list(self._groups.values())
 
-    def _wake(self) -> None:
-        self._wakeup.set()
+    def _schedule(self, group: Group) -> None:
+        """Make sure the timer task looks at ``group`` by its next deadline (callers hold the group's lock and call
+        this after any change that may bring that deadline forward). O(members of the group)."""
+        deadline = self._group_deadline(group)
+        if self._timers.schedule_earlier(group.group_id, deadline) and deadline < self._timer_sleep_until:
+            self._wakeup.set()
 
     # JoinGroup -------------------------------------------------------------------------------------------------
 
@@ -121,7 +137,7 @@ class GroupCoordinator(OffsetsMixin):
         if not self._min_session_ms <= request.session_timeout_ms <= self._max_session_ms:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
         await self._broker.ensure_offsets_topic()
-        async with self._locks[request.group_id]:
+        async with self._locks(request.group_id):
             group = self._groups.get(request.group_id)
             if group is None:
                 if request.member_id:
@@ -131,10 +147,13 @@ class GroupCoordinator(OffsetsMixin):
             known = request.member_id in group.members or request.member_id in group.pending_members
             if not known and len(group.members) + len(group.pending_members) >= self._max_size:
                 return join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, request.member_id)
-            if not request.member_id:
-                outcome = await self._join_new_member(group, request)
-            else:
-                outcome = await self._join_known_member(group, request)
+            try:
+                if not request.member_id:
+                    outcome = await self._join_new_member(group, request)
+                else:
+                    outcome = await self._join_known_member(group, request)
+            finally:
+                self._schedule(group)
         if isinstance(outcome, Reply):
             result = await outcome.wait()
             assert isinstance(result, dict)
@@ -157,7 +176,6 @@ class GroupCoordinator(OffsetsMixin):
             # KIP-394: hand out the id first; the member is counted only once it joins with it.
             session_s = request.session_timeout_ms / 1000
             group.pending_members[member_id] = trio.current_time() + session_s
-            self._wake()
             return join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         return await self._add_member_and_rebalance(group, member_id, request)
 
@@ -305,7 +323,6 @@ class GroupCoordinator(OffsetsMixin):
             group.join_deadline_s = now + group.rebalance_timeout_ms / 1000
         group.transition(GroupState.PREPARING_REBALANCE, now_ms())
         log.info("rebalance_started", group_id=group.group_id, generation=group.generation_id, reason=reason)
-        self._wake()
 
     def _reset_assignments(self, group: Group, error: ErrorCode) -> None:
         for member in group.members.values():
@@ -404,7 +421,9 @@ class GroupCoordinator(OffsetsMixin):
         """Kafka's handleSyncGroup: (error, assignment, protocol type, protocol name)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, b"", None, None
-        async with self._locks[group_id]:
+        if group_id not in self._groups:
+            return ErrorCode.UNKNOWN_MEMBER_ID, b"", None, None
+        async with self._locks(group_id):
             group = self._groups.get(group_id)
             if group is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID, b"", None, None
@@ -441,6 +460,7 @@ class GroupCoordinator(OffsetsMixin):
                         m.answer_sync(ErrorCode.NONE, m.assignment)
                     group.transition(GroupState.STABLE, now_ms())
                     log.info("group_stable", group_id=group_id, generation=group.generation_id)
+            self._schedule(group)
         error, assignment = await reply.wait()  # type: ignore[misc]
         return ErrorCode(error), assignment, kind, name
 
@@ -463,7 +483,9 @@ class GroupCoordinator(OffsetsMixin):
         """Kafka's handleHeartbeat."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
-        async with self._locks[group_id]:
+        if group_id not in self._groups:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # Kafka's answer for a group it does not have; nothing is kept
+        async with self._locks(group_id):
             group = self._groups.get(group_id)
             if group is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID
@@ -472,6 +494,7 @@ class GroupCoordinator(OffsetsMixin):
                 return error
             if group.is_(GroupState.EMPTY):
                 return ErrorCode.UNKNOWN_MEMBER_ID
+            # Only pushes this member's deadline back: nothing to schedule (a due entry is checked and rescheduled).
             group.members[member_id].last_heartbeat_s = trio.current_time()
             if group.is_(GroupState.PREPARING_REBALANCE):
                 return ErrorCode.REBALANCE_IN_PROGRESS
@@ -483,34 +506,43 @@ class GroupCoordinator(OffsetsMixin):
         """Kafka's handleLeaveGroup: a top-level error and one per (member id, group instance id)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
-        async with self._locks[group_id]:
+        if group_id not in self._groups:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        async with self._locks(group_id):
             group = self._groups.get(group_id)
             if group is None:
                 return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
             if group.is_(GroupState.DEAD):
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-            errors = []
-            for member_id, instance_id in leaving:
-                if instance_id is not None:
-                    known = group.static_members.get(instance_id)
-                    if known is None:
-                        errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                        continue
-                    if member_id and member_id != known:
-                        errors.append(ErrorCode.FENCED_INSTANCE_ID)
-                        continue
-                    member_id = known
-                elif member_id in group.pending_members:
-                    del group.pending_members[member_id]
-                    errors.append(ErrorCode.NONE)
-                    await self._maybe_complete_join(group)
-                    continue
-                elif member_id not in group.members:
+            try:
+                return ErrorCode.NONE, await self._leave(group, leaving)
+            finally:
+                self._schedule(group)
+
+    async def _leave(self, group: Group, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """The members leave (the caller holds the group's lock); one error per member."""
+        errors = []
+        for member_id, instance_id in leaving:
+            if instance_id is not None:
+                known = group.static_members.get(instance_id)
+                if known is None:
                     errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                     continue
-                await self._remove_member_and_update(group, member_id, "left the group")
+                if member_id and member_id != known:
+                    errors.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member_id = known
+            elif member_id in group.pending_members:
+                del group.pending_members[member_id]
                 errors.append(ErrorCode.NONE)
-            return ErrorCode.NONE, errors
+                await self._maybe_complete_join(group)
+                continue
+            elif member_id not in group.members:
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            await self._remove_member_and_update(group, member_id, "left the group")
+            errors.append(ErrorCode.NONE)
+        return errors
 
     # Timers ----------------------------------------------------------------------------------------------------
 
@@ -530,18 +562,25 @@ class GroupCoordinator(OffsetsMixin):
         return deadline
 
     async def _run_timers(self) -> None:
+        """Sleep until the earliest scheduled deadline (or a wake-up for an earlier one), then expire what is due."""
         while True:
-            now = trio.current_time()
-            deadline = min((self._group_deadline(g) for g in self._groups.values()), default=math.inf)
-            with trio.move_on_at(min(deadline, now + MAX_TIMER_SLEEP_S)):
+            self._timer_sleep_until = self._timers.next_deadline()
+            with trio.move_on_at(self._timer_sleep_until):
                 await self._wakeup.wait()
+            self._timer_sleep_until = -math.inf
             self._wakeup = trio.Event()
-            now = trio.current_time()
-            for group_id, group in list(self._groups.items()):
-                if self._group_deadline(group) <= now:
-                    async with self._locks[group_id]:
-                        if self._groups.get(group_id) is group:
-                            await self._expire(group, trio.current_time())
+            expired = 0
+            while (group_id := self._timers.pop_due(trio.current_time())) is not None:
+                group = self._groups.get(group_id)
+                if group is None:
+                    continue
+                async with self._locks(group_id):
+                    if self._groups.get(group_id) is group:
+                        await self._expire(group, trio.current_time())
+                        self._schedule(group)
+                expired += 1
+                if expired % EXPIRIES_PER_CHECKPOINT == 0:
+                    await trio.lowlevel.checkpoint()
 
     async def _expire(self, group: Group, now: float) -> None:
         for member_id, expiry in list(group.pending_members.items()):
@@ -597,7 +636,7 @@ class GroupCoordinator(OffsetsMixin):
         """Kafka's deleteGroups for one group: only an Empty group goes (tombstones for it and its offsets)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
-        async with self._locks[group_id]:
+        async with self._locks(group_id):
             group = self._groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 return ErrorCode.GROUP_ID_NOT_FOUND

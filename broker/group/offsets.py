@@ -16,7 +16,9 @@ Guarantees:
   that do not exist are removed the same way. So a topic created again under a deleted one's name has no offsets.
 - Expiration (every ``offsets.retention.check.interval.ms``) follows Kafka's removeExpiredOffsets
   (``Group.expired_offsets``): Empty groups lose offsets older than ``offsets.retention.minutes``, Stable
-  ``consumer`` groups those of topics no member subscribes to.
+  ``consumer`` groups those of topics no member subscribes to. Like Kafka's cleanupGroupMetadata it looks at every
+  group, once per interval (10 minutes by default); it yields to the event loop every ``GROUPS_PER_CHECKPOINT``
+  groups and takes a group's lock only when that group has something to remove.
 - ``load`` rebuilds groups, offsets and pending transactional offsets from the log (before serving).
 """
 
@@ -35,10 +37,10 @@ from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCO
 from oncelog.protocol.internal.group_log import OffsetValue, encode_group_key, encode_offset_key, encode_offset_value
 
 if TYPE_CHECKING:
-    from collections import defaultdict
     from collections.abc import Callable
 
     from oncelog.broker.group.offsets_log import GroupLog
+    from oncelog.broker.keyed_locks import KeyedLocks
     from oncelog.broker.node import BrokerNode
 
 log = structlog.get_logger(__name__)
@@ -49,6 +51,10 @@ NO_METADATA = ""
 
 TopicPartition = tuple[str, int]
 
+#: Groups a pass over every group (offset expiration, a deleted topic's offsets) looks at between two scheduler
+#: checkpoints: such a pass never holds the event loop for more than this many groups' offsets.
+GROUPS_PER_CHECKPOINT = 256
+
 
 class OffsetsMixin:
     """The offset half of GroupCoordinator (which provides the attributes declared here)."""
@@ -56,7 +62,7 @@ class OffsetsMixin:
     _broker: BrokerNode
     group_log: GroupLog
     _groups: dict[str, Group]
-    _locks: defaultdict[str, trio.Lock]
+    _locks: KeyedLocks[str]
     _pending_txn: dict[tuple[int, int], set[str]]
 
     # Loading ---------------------------------------------------------------------------------------------------
@@ -146,7 +152,7 @@ class OffsetsMixin:
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
         await self._broker.ensure_offsets_topic()
-        async with self._locks[group_id]:
+        async with self._locks(group_id):
             group = self._groups.get(group_id)
             if group is None:
                 if generation_id >= 0:
@@ -226,7 +232,7 @@ class OffsetsMixin:
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
         await self._broker.ensure_offsets_topic()
-        async with self._locks[group_id]:
+        async with self._locks(group_id):
             group = self._groups.get(group_id)
             if group is None:
                 group = Group(group_id, state_timestamp_ms=now_ms())
@@ -322,7 +328,7 @@ class OffsetsMixin:
         without offsets is removed with a group tombstone, as Kafka 3's cleanupGroupMetadata does."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, {}
-        async with self._locks[group_id]:
+        async with self._locks(group_id):
             group = self._groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -352,8 +358,12 @@ class OffsetsMixin:
         and an Empty group left with no offsets and no open transaction is removed. A failed append leaves that
         group as it was, for the next pass."""
         retention_ms = self._broker.config.get_int("offsets.retention.minutes") * 60_000
-        for group_id, group in list(self._groups.items()):
-            async with self._locks[group_id]:
+        for i, (group_id, group) in enumerate(list(self._groups.items())):
+            if i % GROUPS_PER_CHECKPOINT == GROUPS_PER_CHECKPOINT - 1:
+                await trio.lowlevel.checkpoint()
+            if not group.expired_offsets(now, retention_ms) and not _removable(group):
+                continue
+            async with self._locks(group_id):
                 if self._groups.get(group_id) is not group:
                     continue
                 expired = group.expired_offsets(now, retention_ms)
@@ -370,8 +380,12 @@ class OffsetsMixin:
         Offsets being committed when this starts are waited for (the group's lock) and removed too; the caller
         refuses new ones. Returns the first append error: the groups handled before it lost their offsets, the
         others kept theirs."""
-        for group_id, group in list(self._groups.items()):
-            async with self._locks[group_id]:
+        for i, (group_id, group) in enumerate(list(self._groups.items())):
+            if i % GROUPS_PER_CHECKPOINT == GROUPS_PER_CHECKPOINT - 1:
+                await trio.lowlevel.checkpoint()
+            if not any(deleted(*tp) for tp in group.partitions_with_offsets()):
+                continue
+            async with self._locks(group_id):
                 if self._groups.get(group_id) is not group:
                     continue
                 held = [tp for tp in group.partitions_with_offsets() if deleted(*tp)]
@@ -393,9 +407,16 @@ class OffsetsMixin:
         the partitions tombstoned, whether the group was removed); on error nothing changed in memory."""
         held = [tp for tp in partitions if tp in group.offsets or group.has_pending_txn_offset(*tp)]
         left = set(group.offsets).difference(held)
-        gone = remove_empty_group and group.is_(GroupState.EMPTY) and not left and not group.pending_txn_offsets
+        gone = remove_empty_group and _removable(group, left)
         error = await self._write_tombstones(group, held, group_tombstone=gone)
         if error == ErrorCode.NONE and gone:
             group.transition(GroupState.DEAD, now_ms())
             del self._groups[group.group_id]
         return error, held, gone
+
+
+def _removable(group: Group, offsets_left: set[TopicPartition] | None = None) -> bool:
+    """Kafka 3's condition for removing a group: Empty, with no offsets left (``offsets_left``, else its current
+    ones) and no open transaction."""
+    left = group.offsets if offsets_left is None else offsets_left
+    return group.is_(GroupState.EMPTY) and not left and not group.pending_txn_offsets

@@ -1,27 +1,34 @@
 """The transaction coordinator: Kafka's TransactionCoordinator on one node.
 
 Guarantees:
-- Requests for one transactional id are serialized (one lock per id); different ids proceed concurrently.
+- Requests for one transactional id are serialized (one lock per id, ``KeyedLocks``: it exists only while held or
+  awaited); different ids proceed concurrently. A request naming an id this coordinator does not have is answered
+  without keeping anything for it (INVALID_PRODUCER_ID_MAPPING, as Kafka).
 - Every state change is appended to ``__transaction_state`` and fsynced before it is acted on or answered.
 - EndTxn answers once the markers are durable in every partition of the transaction; the Complete* record is
   appended then (its fsync is not waited for: if it is lost, the restart completes the transaction again, and
   writing a marker twice is harmless).
 - On start, PrepareCommit/PrepareAbort transactions are completed (markers written again) before clients are served;
   ongoing transactions keep their timers.
-- An ongoing transaction older than its timeout is aborted with a bumped epoch, which fences the producer.
+- An ongoing transaction older than its timeout is aborted with a bumped epoch, which fences the producer, at the
+  first check (every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``) after its timeout; an id idle
+  for ``transactional.id.expiration.ms`` is forgotten at the first check after that. Both deadlines live in
+  ``DeadlineHeap``s kept by ``_persist``, so a check costs O(1 + transactions due), not O(transactional ids).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 from oncelog.broker.clock import now_ms
+from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.faults import fault_point
+from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.broker.txn.markers import MarkerWriter, TxnMarker
 from oncelog.broker.txn.metadata import (
@@ -52,25 +59,6 @@ MARKER_RETRIES = 10
 MARKER_RETRY_BACKOFF_S = 0.1
 
 
-class _IdLock:
-    """One transactional id's lock for ``async with``. Taking it yields to the scheduler only when another request
-    holds it; ``trio.Lock`` always yields, which costs every transactional request an extra scheduler pass."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = trio.Lock()
-
-    async def __aenter__(self) -> None:
-        try:
-            self._lock.acquire_nowait()
-        except trio.WouldBlock:
-            await self._lock.acquire()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self._lock.release()
-
-
 class TransactionCoordinator:
     """Owns the metadata of every transactional id and the transaction state machine."""
 
@@ -79,24 +67,31 @@ class TransactionCoordinator:
         self._markers = markers
         self.state_log = TransactionStateLog(broker)
         self._max_timeout_ms = broker.config.get_int("transaction.max.timeout.ms")
+        self._expiration_ms = broker.config.get_int("transactional.id.expiration.ms")
         self._transactions: dict[str, TransactionMetadata] = {}
-        self._locks: defaultdict[str, _IdLock] = defaultdict(_IdLock)
+        self._locks: KeyedLocks[str] = KeyedLocks()
+        #: Ongoing transactions by the first now_ms() at which they are past their timeout.
+        self._timeouts: DeadlineHeap[str] = DeadlineHeap()
+        #: Completed (or empty) ids by the first now_ms() at which they have been idle too long.
+        self._expirations: DeadlineHeap[str] = DeadlineHeap()
+        #: Ids in PrepareCommit / PrepareAbort: their markers are (re)written by ``complete_pending``.
+        self._prepared: set[str] = set()
 
     # Lifecycle -------------------------------------------------------------------------------------------------
 
     def load(self) -> None:
         """Read ``__transaction_state`` (blocking; called before serving)."""
         self._transactions = self.state_log.load()
-        pending = sum(1 for m in self._transactions.values() if m.state in PREPARED_STATES)
+        for metadata in self._transactions.values():
+            self._track(metadata)
+        pending = len(self._prepared)
         log.info("transactions_loaded", transactional_ids=len(self._transactions), to_complete=pending)
 
     async def complete_pending(self) -> None:
         """Finish transactions left between PrepareCommit/PrepareAbort and Complete* (by a crash, or by marker
         writes that kept failing)."""
-        for transactional_id, metadata in list(self._transactions.items()):
-            if metadata.state not in PREPARED_STATES:
-                continue
-            async with self._locks[transactional_id]:
+        for transactional_id in sorted(self._prepared):
+            async with self._locks(transactional_id):
                 current = self._transactions.get(transactional_id)
                 if current is None or current.state not in PREPARED_STATES:
                     continue
@@ -116,36 +111,73 @@ class TransactionCoordinator:
             await self.complete_pending()  # prepared transactions whose markers could not be written earlier
 
     async def abort_timed_out(self, now: int) -> None:
-        for transactional_id, metadata in list(self._transactions.items()):
-            if metadata.is_expired(now):
-                async with self._locks[transactional_id]:
-                    current = self._transactions.get(transactional_id)
-                    if current is not None and current.is_expired(now_ms()):
-                        log.info(
-                            "transaction_timed_out",
-                            transactional_id=transactional_id,
-                            producer_id=current.producer_id,
-                            epoch=current.producer_epoch,
-                        )
-                        try:
-                            await self._fence_and_abort(current)
-                        except StateLogError as exc:
-                            log.warning("timeout_abort_failed", transactional_id=transactional_id, error=exc.error.name)
+        """Abort every ongoing transaction past its timeout at ``now`` (ms); one whose abort fails is tried again at
+        the next call."""
+        retry: list[str] = []
+        while (transactional_id := self._timeouts.pop_due(now)) is not None:
+            async with self._locks(transactional_id):
+                current = self._transactions.get(transactional_id)
+                if current is None or current.state != TxnState.ONGOING:
+                    continue
+                if not current.is_expired(now):
+                    self._track(current)  # not due yet after all (cannot happen while _persist tracks every change)
+                    continue
+                log.info(
+                    "transaction_timed_out",
+                    transactional_id=transactional_id,
+                    producer_id=current.producer_id,
+                    epoch=current.producer_epoch,
+                )
+                try:
+                    await self._fence_and_abort(current)
+                except StateLogError as exc:
+                    log.warning("timeout_abort_failed", transactional_id=transactional_id, error=exc.error.name)
+                    if self._transactions.get(transactional_id) is current:
+                        retry.append(transactional_id)
+        for transactional_id in retry:
+            self._timeouts.schedule(transactional_id, now)
 
     async def expire_idle_ids(self, now: int) -> None:
-        """Forget ids idle for transactional.id.expiration.ms (a tombstone in the log)."""
-        expiration_ms = self._broker.config.get_int("transactional.id.expiration.ms")
-        for transactional_id, metadata in list(self._transactions.items()):
-            if metadata.state in COMPLETED_STATES and metadata.last_update_timestamp_ms + expiration_ms < now:
-                async with self._locks[transactional_id]:
-                    current = self._transactions.get(transactional_id)
-                    if current is metadata:
-                        try:
-                            await self.state_log.write(None, transactional_id)
-                        except StateLogError:
-                            continue
-                        del self._transactions[transactional_id]
-                        log.info("transactional_id_expired", transactional_id=transactional_id)
+        """Forget ids idle for transactional.id.expiration.ms at ``now`` (ms) (a tombstone in the log); one whose
+        tombstone fails is tried again at the next call."""
+        retry: list[str] = []
+        while (transactional_id := self._expirations.pop_due(now)) is not None:
+            async with self._locks(transactional_id):
+                current = self._transactions.get(transactional_id)
+                if current is None or current.state not in COMPLETED_STATES:
+                    continue
+                if current.last_update_timestamp_ms + self._expiration_ms >= now:
+                    self._track(current)
+                    continue
+                try:
+                    await self.state_log.write(None, transactional_id)
+                except StateLogError:
+                    retry.append(transactional_id)
+                    continue
+                del self._transactions[transactional_id]
+                self._untrack(transactional_id)
+                log.info("transactional_id_expired", transactional_id=transactional_id)
+        for transactional_id in retry:
+            self._expirations.schedule(transactional_id, now)
+
+    def _track(self, metadata: TransactionMetadata) -> None:
+        """Keep the timers and the prepared set in step with an id's current metadata."""
+        transactional_id = metadata.transactional_id
+        state = metadata.state
+        # is_expired: start + timeout < now, so the first due now_ms() is start + timeout + 1 (likewise below).
+        timeout_at = metadata.start_timestamp_ms + metadata.timeout_ms + 1 if state == TxnState.ONGOING else math.inf
+        self._timeouts.schedule(transactional_id, timeout_at)
+        idle_at = metadata.last_update_timestamp_ms + self._expiration_ms + 1 if state in COMPLETED_STATES else math.inf
+        self._expirations.schedule(transactional_id, idle_at)
+        if state in PREPARED_STATES:
+            self._prepared.add(transactional_id)
+        else:
+            self._prepared.discard(transactional_id)
+
+    def _untrack(self, transactional_id: str) -> None:
+        self._timeouts.cancel(transactional_id)
+        self._expirations.cancel(transactional_id)
+        self._prepared.discard(transactional_id)
 
     # Lookups ---------------------------------------------------------------------------------------------------
 
@@ -171,7 +203,7 @@ class TransactionCoordinator:
         if not 0 < timeout_ms <= self._max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         await self.state_log.ensure_topic()
-        async with self._locks[transactional_id]:
+        async with self._locks(transactional_id):
             metadata = self._transactions.get(transactional_id)
             now = now_ms()
             if metadata is None:
@@ -274,8 +306,10 @@ class TransactionCoordinator:
         """Add partitions to the transaction (starting it, and its timer, on the first); persisted before answering."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
+        if transactional_id not in self._transactions:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING  # nothing is kept for an id that does not exist
         wanted = frozenset(partitions)
-        async with self._locks[transactional_id]:
+        async with self._locks(transactional_id):
             metadata = self._transactions.get(transactional_id)
             error = self._check_producer(metadata, producer_id, epoch, fenced)
             if error != ErrorCode.NONE or metadata is None:
@@ -319,7 +353,10 @@ class TransactionCoordinator:
         """
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        async with self._locks[transactional_id]:
+        if transactional_id not in self._transactions:
+            # Kafka's answer for an id it does not have; nothing is kept for it.
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        async with self._locks(transactional_id):
             metadata = self._transactions.get(transactional_id)
             error = self._end_request_error(metadata, producer_id, epoch, commit, fenced)
             if error != ErrorCode.NONE or metadata is None:
@@ -442,6 +479,7 @@ class TransactionCoordinator:
     async def _persist(self, metadata: TransactionMetadata, *, wait: bool = True) -> None:
         await self.state_log.write(metadata, metadata.transactional_id, wait=wait)
         self._transactions[metadata.transactional_id] = metadata
+        self._track(metadata)
 
     # Produce-path check ----------------------------------------------------------------------------------------
 

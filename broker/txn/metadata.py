@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 from dataclasses import dataclass, field
+
+# The one transaction-state enum lives in protocol: its ids are the `__transaction_state` storage format.
+from oncelog.protocol.internal.transaction_log import TxnState
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -14,19 +16,6 @@ EXHAUSTED_EPOCH = 32766
 #: producer epoch at the end of every transaction.
 TV_0 = 0
 TV_2 = 2
-
-
-class TxnState(enum.IntEnum):
-    """Kafka's TransactionState, with the ids it stores in ``__transaction_state``."""
-
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
 
 
 #: Kafka's TransactionState.validPreviousStates.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from oncelog.broker.clock import now_ms
 from oncelog.broker.internal_log import replay
 from oncelog.broker.metadata import INTERNAL_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC
-from oncelog.broker.txn.metadata import NO_PRODUCER_ID, TransactionMetadata, TxnState
+from oncelog.broker.txn.metadata import NO_PRODUCER_ID, TransactionMetadata
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.java_hash import partition_for_key
 from oncelog.protocol.internal.transaction_log import (
@@ -52,7 +52,7 @@ def to_log_value(metadata: TransactionMetadata) -> TxnLogValue:
         producer_id=metadata.producer_id,
         producer_epoch=metadata.producer_epoch,
         transaction_timeout_ms=metadata.timeout_ms,
-        state=int(metadata.state),
+        state=metadata.state,
         partitions=partitions,
         last_update_timestamp_ms=metadata.last_update_timestamp_ms,
         start_timestamp_ms=metadata.start_timestamp_ms,
@@ -75,7 +75,7 @@ def from_log_value(transactional_id: str, value: TxnLogValue) -> TransactionMeta
         producer_id=value.producer_id,
         producer_epoch=value.producer_epoch,
         timeout_ms=value.transaction_timeout_ms,
-        state=TxnState(value.state),
+        state=value.state,
         partitions=frozenset((t, p) for t, ps in value.partitions.items() for p in ps),
         start_timestamp_ms=value.start_timestamp_ms,
         last_update_timestamp_ms=value.last_update_timestamp_ms,

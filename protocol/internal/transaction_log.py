@@ -33,8 +33,9 @@ VALUE_VERSIONS = (0, 1)
 DEFAULT_VALUE_VERSION = 0  # what Kafka writes while transaction.version < 1 (its default through 3.x)
 
 
-class TxnStateCode(IntEnum):
-    """Kafka's TransactionState ids as stored in ``transaction_status``; ``.kafka_name`` is its display name."""
+class TxnState(IntEnum):
+    """Kafka's TransactionState, with the ids it stores in ``transaction_status``; ``.kafka_name`` is its display
+    name. The one transaction-state enum: the coordinator's TransactionMetadata holds it too."""
 
     EMPTY = 0
     ONGOING = 1
@@ -51,12 +52,12 @@ class TxnStateCode(IntEnum):
         return "".join(part.capitalize() for part in self.name.split("_"))
 
     @classmethod
-    def from_kafka_name(cls, name: str) -> TxnStateCode | None:
+    def from_kafka_name(cls, name: str) -> TxnState | None:
         """The state called ``name`` (exact, case-sensitive as in Kafka), or None if there is none."""
         return _BY_NAME.get(name)
 
 
-_BY_NAME = {s.kafka_name: s for s in TxnStateCode}
+_BY_NAME = {s.kafka_name: s for s in TxnState}
 
 _KEY = Message("TransactionLogKey", -1, "0", "none", (F("transactional_id", "string", "0"),))
 
@@ -92,7 +93,7 @@ class TxnLogValue:
     producer_id: int
     producer_epoch: int
     transaction_timeout_ms: int
-    state: int
+    state: TxnState
     partitions: dict[str, list[int]]
     last_update_timestamp_ms: int
     start_timestamp_ms: int
@@ -121,15 +122,15 @@ def encode_txn_log_value(value: TxnLogValue, *, version: int = DEFAULT_VALUE_VER
 
     Partitions are written grouped by topic in ``value.partitions`` order; state Empty writes a null partition
     array. Raises EncodeError for an unknown version, an Empty state that still lists partitions (Kafka refuses
-    that too), a state code outside TxnStateCode, or values out of range for their wire types.
+    that too), a state code outside TxnState, or values out of range for their wire types.
     """
     if version not in VALUE_VERSIONS:
         raise EncodeError(f"unknown __transaction_state value version {version}")
     try:
-        state = TxnStateCode(value.state)
+        state = TxnState(value.state)
     except ValueError:
         raise EncodeError(f"unknown transaction state code {value.state}") from None
-    if state is TxnStateCode.EMPTY:
+    if state is TxnState.EMPTY:
         if any(value.partitions.values()):
             raise EncodeError(f"a transaction in state Empty cannot have partitions: {value.partitions}")
         partitions: list[dict[str, Any]] | None = None
@@ -153,7 +154,7 @@ def encode_txn_log_value(value: TxnLogValue, *, version: int = DEFAULT_VALUE_VER
 def decode_txn_log_value(data: bytes | bytearray | memoryview | None) -> TxnLogValue | None:
     """The value of a record; None for a tombstone (``data is None``). Accepts versions 0 and 1.
 
-    ``state`` is a TxnStateCode. As Kafka does, the partition list is ignored in state Empty; repeated topics
+    ``state`` is a TxnState. As Kafka does, the partition list is ignored in state Empty; repeated topics
     are merged and repeated partition ids dropped (Kafka keeps a set). Raises DecodeError for another version,
     an unknown state code, truncation, bad encodings or trailing bytes.
     """
@@ -164,11 +165,11 @@ def decode_txn_log_value(data: bytes | bytearray | memoryview | None) -> TxnLogV
         raise DecodeError(f"unknown __transaction_state value version {version}")
     v = parse(_VALUE, version, body)
     try:
-        state = TxnStateCode(v.transaction_status)
+        state = TxnState(v.transaction_status)
     except ValueError:
         raise DecodeError(f"unknown transaction state code {v.transaction_status}") from None
     partitions: dict[str, list[int]] = {}
-    if state is not TxnStateCode.EMPTY and v.transaction_partitions is not None:
+    if state is not TxnState.EMPTY and v.transaction_partitions is not None:
         for entry in v.transaction_partitions:
             ids = partitions.setdefault(entry.topic, [])
             ids.extend(i for i in entry.partition_ids if i not in ids)

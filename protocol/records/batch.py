@@ -135,6 +135,11 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
+def pack_header(header: BatchHeader) -> bytes:
+    """The 61 bytes of ``header`` as a batch holds them (its ``crc`` field as given)."""
+    return _HEADER.pack(*header)
+
+
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     """CRC-32C of a batch from its attributes field to its end."""
     view = memoryview(buf)[pos + ATTRIBUTES_POS : pos + size]
@@ -197,5 +202,10 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_ms
     for such a batch)."""
     attributes = _INT16.unpack_from(buf, pos + ATTRIBUTES_POS)[0] | TIMESTAMP_TYPE_MASK
     _INT16.pack_into(buf, pos + ATTRIBUTES_POS, attributes)
-    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, now_ms)
+    set_max_timestamp(buf, pos, size, now_ms)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
+    """Set the max timestamp of the ``size``-byte batch at ``pos`` in place and recompute its CRC."""
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, timestamp)
     _UINT32.pack_into(buf, pos + CRC_POS, compute_crc(buf, pos, size))

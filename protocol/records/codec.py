@@ -97,7 +97,7 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _read_varint_tail(data: bytes, pos: int, first: int, max_bytes: int) -> tuple[int, int]:
+def read_varint_tail(data: bytes, pos: int, first: int, max_bytes: int) -> tuple[int, int]:
     """Finish a zigzag varint whose first byte ``first`` (>= 0x80) was at ``pos - 1``."""
     value = first & 0x7F
     shift = 7
@@ -116,7 +116,7 @@ def decode_varint(data: bytes, pos: int, max_bytes: int = 10) -> tuple[int, int]
     b = data[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
-    return _read_varint_tail(data, pos + 1, b, max_bytes)
+    return read_varint_tail(data, pos + 1, b, max_bytes)
 
 
 # --- encode ------------------------------------------------------------------------------------------------
@@ -306,7 +306,7 @@ def decode_records(
 def _decode_records(
     data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
 ) -> list[Record]:
-    tail = _read_varint_tail
+    tail = read_varint_tail
     end = len(data)
     pos = 0
     records: list[Record] = []

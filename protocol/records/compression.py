@@ -18,8 +18,10 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Generator, Iterator
 
 import cramjam
+import zstandard
 from oncelog.protocol.records.batch import InvalidBatchError
 
 #: Default cap on a decompressed records section. Kafka has no such limit of its own; 64 MiB is well above
@@ -87,7 +89,7 @@ def decompress(
     except (cramjam.DecompressionError, zlib.error, ValueError, IndexError, struct.error) as exc:
         raise DecompressionError(f"corrupt {_name(codec)} data: {exc}") from exc
     if len(out) > max_size:
-        raise DecompressionError(f"decompressed size {len(out)} exceeds the limit of {max_size} bytes")
+        raise _too_big(len(out), max_size)
     return out
 
 
@@ -98,8 +100,12 @@ def _name(codec: int) -> str:
         return f"codec {codec}"
 
 
+class DecompressionLimitError(DecompressionError):
+    """The records section would inflate beyond the cap it was given."""
+
+
 def _too_big(size: int, max_size: int) -> DecompressionError:
-    return DecompressionError(f"decompressed size would reach {size} bytes, above the limit of {max_size}")
+    return DecompressionLimitError(f"decompressed size would reach {size} bytes, above the limit of {max_size}")
 
 
 # --- gzip --------------------------------------------------------------------------------------------------
@@ -157,9 +163,7 @@ def _xerial_compress(data: bytes | bytearray | memoryview) -> bytes:
 
 
 def _snappy_decompress(data: bytes, max_size: int) -> bytes:
-    if len(data) >= _XERIAL_HEADER_SIZE and data.startswith(XERIAL_MAGIC):
-        return _xerial_decompress(data, max_size)
-    return _raw_snappy(data, max_size, 0)
+    return b"".join(_snappy_stream(data, max_size))
 
 
 def _raw_snappy(block: bytes, max_size: int, already: int) -> bytes:
@@ -168,28 +172,6 @@ def _raw_snappy(block: bytes, max_size: int, already: int) -> bytes:
     if already + size > max_size:
         raise _too_big(already + size, max_size)
     return bytes(cramjam.snappy.decompress_raw(block))
-
-
-def _xerial_decompress(data: bytes, max_size: int) -> bytes:
-    """Split into blocks and sum their declared sizes before inflating any of them."""
-    pos = _XERIAL_HEADER_SIZE
-    end = len(data)
-    blocks: list[bytes] = []
-    total = 0
-    while pos < end:
-        if end - pos < 4:
-            raise DecompressionError("truncated xerial snappy block length")
-        (length,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if length < 0 or length > end - pos:
-            raise DecompressionError(f"xerial snappy block length {length} exceeds the remaining bytes")
-        block = data[pos : pos + length]
-        total += cramjam.snappy.decompress_raw_len(block)
-        blocks.append(block)
-        pos += length
-    if total > max_size:
-        raise _too_big(total, max_size)
-    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in blocks)
 
 
 # --- lz4 ---------------------------------------------------------------------------------------------------
@@ -293,6 +275,17 @@ def _lz4_decompress(data: bytes, max_size: int) -> bytes:
 
 def _lz4_frame(data: bytes, pos: int, out: bytearray, max_size: int) -> int:
     """Decode one frame at ``pos`` appending to ``out``; return the position after it."""
+    pieces = _lz4_frame_pieces(data, pos, max_size - len(out))
+    while True:
+        try:
+            out += next(pieces)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _lz4_frame_pieces(data: bytes, pos: int, max_size: int) -> Generator[bytes, None, int]:
+    """Yield the frame at ``pos`` block by block (a frame of linked blocks whole, once bounded), at most
+    ``max_size`` bytes in all; return the position after it."""
     end = len(data)
     if end - pos < 7:
         raise DecompressionError("truncated lz4 frame header")
@@ -318,14 +311,15 @@ def _lz4_frame(data: bytes, pos: int, out: bytearray, max_size: int) -> int:
         raise DecompressionError("truncated lz4 frame descriptor")
     if flg & _LZ4_FLG_CONTENT_SIZE:
         (content_size,) = _UINT64_LE.unpack_from(data, pos + 6)
-        if len(out) + content_size > max_size:
-            raise _too_big(len(out) + content_size, max_size)
+        if content_size > max_size:
+            raise _too_big(content_size, max_size)
     if data[desc_end] != _lz4_header_checksum(data[pos + 4 : desc_end]):
         raise DecompressionError("lz4 frame header checksum mismatch")
     pos = desc_end + 1
     block_checksum = 4 if flg & _LZ4_FLG_BLOCK_CHECKSUM else 0
     independent = bool(flg & _LZ4_FLG_BLOCK_INDEPENDENT)
-    bound = len(out)
+    bound = 0
+    written = 0
     while True:
         if end - pos < 4:
             raise DecompressionError("truncated lz4 block header")
@@ -342,13 +336,14 @@ def _lz4_frame(data: bytes, pos: int, out: bytearray, max_size: int) -> int:
         if not independent:
             continue  # linked blocks: only bound the size here; the whole frame inflates below
         if word & _LZ4_UNCOMPRESSED_BIT:
-            out += block
+            piece = block
         else:
             target = bytearray(block_max)
-            written = cramjam.lz4.decompress_block_into(block, target)
-            out += memoryview(target)[:written]
-        if len(out) > max_size:
-            raise _too_big(len(out), max_size)
+            piece = bytes(memoryview(target)[: cramjam.lz4.decompress_block_into(block, target)])
+        written += len(piece)
+        if written > max_size:
+            raise _too_big(written, max_size)
+        yield piece
     if flg & _LZ4_FLG_CONTENT_CHECKSUM:
         if end - pos < 4:
             raise DecompressionError("truncated lz4 content checksum")
@@ -356,7 +351,7 @@ def _lz4_frame(data: bytes, pos: int, out: bytearray, max_size: int) -> int:
     if not independent:
         if bound > max_size:
             raise _too_big(bound, max_size)
-        out += bytes(cramjam.lz4.decompress(data[frame_start:pos]))
+        yield bytes(cramjam.lz4.decompress(data[frame_start:pos]))
     return pos
 
 
@@ -436,3 +431,198 @@ def _zstd_decompress(data: bytes, max_size: int) -> bytes:
     if bound > max_size:
         raise _too_big(bound, max_size)
     return bytes(cramjam.zstd.decompress(data))
+
+
+# --- streaming ---------------------------------------------------------------------------------------------
+
+#: Largest piece :func:`iter_decompressed` inflates at a time from a gzip or zstd stream.
+STREAM_CHUNK_SIZE = 1024 * 1024
+
+
+def iter_decompressed(
+    codec: int,
+    data: bytes | bytearray | memoryview,
+    *,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    chunk_size: int = STREAM_CHUNK_SIZE,
+) -> Iterator[bytes]:
+    """Inflate ``data`` piece by piece, as :func:`decompress` would whole.
+
+    Guarantees: no piece is larger than ``chunk_size`` for gzip and zstd, than one block (at most 4 MiB) for lz4
+    frames of independent blocks, than one block's declared size for snappy; a raw snappy block, a zstd frame
+    structure and linked lz4 blocks are bounded before any byte is inflated. The pieces never add up to more than
+    ``max_size``: DecompressionError is raised first, as for any malformed input (never another exception type).
+    """
+    data = bytes(data)
+    try:
+        if codec == Compression.GZIP:
+            yield from _gzip_stream(data, max_size, chunk_size)
+        elif codec == Compression.ZSTD:
+            yield from _zstd_stream(data, max_size, chunk_size)
+        elif codec == Compression.LZ4:
+            yield from _lz4_stream(data, max_size)
+        elif codec == Compression.SNAPPY:
+            yield from _snappy_stream(data, max_size)
+        elif codec == Compression.NONE:
+            if len(data) > max_size:
+                raise _too_big(len(data), max_size)
+            yield data
+        else:
+            raise DecompressionError(f"unsupported compression codec {codec}")
+    except DecompressionError:
+        raise
+    except (cramjam.DecompressionError, zlib.error, zstandard.ZstdError, ValueError, IndexError, struct.error) as exc:
+        raise DecompressionError(f"corrupt {_name(codec)} data: {exc}") from exc
+
+
+def _gzip_stream(data: bytes, max_size: int, chunk_size: int) -> Iterator[bytes]:
+    total = 0
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(_GZIP_WBITS)
+        pending = rest
+        while not inflater.eof:
+            chunk = inflater.decompress(pending, min(chunk_size, max_size - total + 1))
+            pending = inflater.unconsumed_tail
+            if not chunk:
+                if not pending:
+                    raise DecompressionError("truncated gzip stream")
+                continue
+            total += len(chunk)
+            if total > max_size:
+                raise _too_big(total, max_size)
+            yield chunk
+        rest = inflater.unused_data
+        if not rest:
+            return
+        if not rest.startswith(_GZIP_MAGIC):
+            raise DecompressionError("trailing bytes after gzip stream")
+
+
+#: The largest zstd window accepted (zstd's own default decoder limit, ZSTD_WINDOWLOG_LIMIT_DEFAULT = 27).
+ZSTD_MAX_WINDOW_SIZE = 1 << 27
+_ZSTD_DECOMPRESSOR = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW_SIZE)
+
+
+def _zstd_stream(data: bytes, max_size: int, chunk_size: int) -> Iterator[bytes]:
+    bound = _zstd_bound(data)  # frame structure first: truncation, trailing garbage, and the most it can inflate to
+    if bound > max_size:
+        raise _too_big(bound, max_size)
+    reader = _ZSTD_DECOMPRESSOR.stream_reader(data, read_across_frames=True)
+    while chunk := reader.read(chunk_size):
+        yield chunk
+
+
+def _lz4_stream(data: bytes, max_size: int) -> Iterator[bytes]:
+    pos = 0
+    end = len(data)
+    total = 0
+    if end == 0:
+        raise DecompressionError("empty lz4 data")
+    while pos < end:
+        pieces = _lz4_frame_pieces(data, pos, max_size - total)
+        while True:
+            try:
+                piece = next(pieces)
+            except StopIteration as stop:
+                pos = stop.value
+                break
+            total += len(piece)
+            yield piece
+
+
+def _snappy_stream(data: bytes, max_size: int) -> Iterator[bytes]:
+    """Raw snappy whole; xerial framing block by block, once the blocks' declared sizes are summed (nothing inflates
+    when they exceed ``max_size``)."""
+    if not (len(data) >= _XERIAL_HEADER_SIZE and data.startswith(XERIAL_MAGIC)):
+        yield _raw_snappy(data, max_size, 0)
+        return
+    blocks = _xerial_blocks(data)
+    total = sum(cramjam.snappy.decompress_raw_len(block) for block in blocks)
+    if total > max_size:
+        raise _too_big(total, max_size)
+    for block in blocks:
+        yield bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _xerial_blocks(data: bytes) -> list[memoryview]:
+    """The raw snappy blocks of a xerial stream (views into ``data``)."""
+    view = memoryview(data)
+    pos = _XERIAL_HEADER_SIZE
+    end = len(data)
+    blocks = []
+    while pos < end:
+        if end - pos < 4:
+            raise DecompressionError("truncated xerial snappy block length")
+        (length,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if length < 0 or length > end - pos:
+            raise DecompressionError(f"xerial snappy block length {length} exceeds the remaining bytes")
+        blocks.append(view[pos : pos + length])
+        pos += length
+    return blocks
+
+
+class StreamCompressor:
+    """Compress a records section fed piece by piece, in the format :func:`compress` writes whole.
+
+    Holds at most one block of input (64 KiB for lz4, 32 KiB for snappy) beside the compressed output so far, whose
+    size ``compressed_size`` tells, so a caller can stop as soon as the output is too large.
+    """
+
+    def __init__(self, codec: int, level: int | None = None) -> None:
+        if codec not in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
+            raise ValueError(f"unknown compression codec {codec}")
+        self.codec = codec
+        self._level = level
+        self._parts: list[bytes] = []
+        self.compressed_size = 0
+        self._pending = bytearray()
+        if codec == Compression.GZIP:
+            self._zlib = zlib.compressobj(GZIP_DEFAULT_LEVEL if level is None else level, zlib.DEFLATED, _GZIP_WBITS)
+        elif codec == Compression.ZSTD:
+            self._zstd = zstandard.ZstdCompressor(level=ZSTD_DEFAULT_LEVEL if level is None else level).compressobj()
+        elif codec == Compression.SNAPPY:
+            self._emit(_XERIAL_HEADER)
+        else:
+            self._emit(_LZ4_FRAME_HEADER)
+
+    def _emit(self, part: bytes) -> None:
+        if part:
+            self._parts.append(part)
+            self.compressed_size += len(part)
+
+    def _blocks(self, final: bool) -> None:
+        size = XERIAL_BLOCK_SIZE if self.codec == Compression.SNAPPY else _LZ4_BLOCK_SIZE
+        pending = self._pending
+        start = 0
+        while len(pending) - start >= size or (final and start < len(pending)):
+            piece = bytes(pending[start : start + size])
+            start += len(piece)
+            if self.codec == Compression.SNAPPY:
+                self._emit(_xerial_compress(piece)[_XERIAL_HEADER_SIZE:])
+            else:
+                self._emit(_lz4_compress(piece, self._level)[len(_LZ4_FRAME_HEADER) : -len(_LZ4_END_MARK)])
+        del pending[:start]
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Compress ``data`` after what was fed before."""
+        if self.codec == Compression.GZIP:
+            self._emit(self._zlib.compress(data))
+        elif self.codec == Compression.ZSTD:
+            self._emit(self._zstd.compress(data))
+        else:
+            self._pending += data
+            self._blocks(final=False)
+
+    def finish(self) -> bytes:
+        """The whole compressed stream; the compressor is spent."""
+        if self.codec == Compression.GZIP:
+            self._emit(self._zlib.flush())
+        elif self.codec == Compression.ZSTD:
+            self._emit(self._zstd.flush())
+        else:
+            self._blocks(final=True)
+            if self.codec == Compression.LZ4:
+                self._emit(_LZ4_END_MARK)
+        return b"".join(self._parts)

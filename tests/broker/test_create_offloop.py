@@ -4,6 +4,8 @@ CreateTopics / Metadata auto-creation / CreatePartitions / DeleteTopics of the s
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,9 @@ import trio
 import trio.testing
 from oncelog.broker import fd_budget
 from oncelog.protocol import ApiKey, ErrorCode
+from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog
+from oncelog.storage.segment import OPEN_FILES_PER_SEGMENT, LogSegment
 
 from .helpers import batch, create_topic_body, produce_body
 
@@ -176,9 +180,10 @@ async def test_a_second_creation_of_the_name_is_refused_while_the_first_builds(
 
 
 async def test_create_topics_racing_a_metadata_auto_creation_gets_topic_already_exists(
-    start_broker, holds, monkeypatch, nursery
+    start_broker, holds, monkeypatch, nursery, tmp_path
 ) -> None:
-    broker = await start_broker(num_partitions="3")
+    # A data dir of its own: ``holds`` has started the ``broker`` fixture's on the default one.
+    broker = await start_broker(tmp_path / "three-partitions", num_partitions="3")
     client = await broker.connect()
     hold = _hold(holds, monkeypatch, "auto", 2)
     auto = _send_in_background(
@@ -283,9 +288,15 @@ def test_pending_creations_count_against_the_budget(monkeypatch) -> None:
     assert fd_budget.partitions_affordable(pending_partitions=25) == 5
     assert fd_budget.partitions_affordable(pending_partitions=40) == 0
     monkeypatch.setattr(fd_budget.resource, "getrlimit", lambda _which: (fd_budget.resource.RLIM_INFINITY,) * 2)
-    assert fd_budget.partitions_affordable() == (fd_budget.UNLIMITED_FDS - 100 - fd_budget.RESERVED_FDS) // 3
+    assert (
+        fd_budget.partitions_affordable()
+        == (fd_budget.UNLIMITED_FDS - 100 - fd_budget.RESERVED_FDS) // fd_budget.FDS_PER_NEW_PARTITION
+    )
     monkeypatch.setattr(fd_budget, "open_descriptors", lambda: None)  # no /proc
-    assert fd_budget.partitions_affordable() == (fd_budget.UNLIMITED_FDS - fd_budget.RESERVED_FDS) // 3
+    assert (
+        fd_budget.partitions_affordable()
+        == (fd_budget.UNLIMITED_FDS - fd_budget.RESERVED_FDS) // fd_budget.FDS_PER_NEW_PARTITION
+    )
 
 
 async def test_a_storage_failure_mid_creation_answers_storage_error_and_the_restart_completes(
@@ -313,3 +324,42 @@ async def test_a_storage_failure_mid_creation_answers_storage_error_and_the_rest
     await broker.stop()
     broker = await start_broker(tmp_path / "data")
     assert all(broker.node.logs.get("part", p) is not None for p in range(6))
+
+
+def test_the_budget_counts_the_descriptors_a_segment_really_keeps(tmp_path) -> None:
+    """OPEN_FILES_PER_SEGMENT (storage's declaration, which the budget multiplies) is what opening a segment, and a
+    log with several segments, really costs in /proc/self/fd."""
+    before = fd_budget.open_descriptors()
+    partition_log = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=1024))
+    try:
+        assert fd_budget.open_descriptors() - before == OPEN_FILES_PER_SEGMENT
+        for _ in range(2):
+            partition_log.append(batch([b"v"]), now_ms=0)
+            partition_log.roll()
+        assert len(partition_log.segments) == 3
+        assert fd_budget.open_descriptors() - before == 3 * OPEN_FILES_PER_SEGMENT  # older segments stay open
+    finally:
+        partition_log.close()
+    assert fd_budget.open_descriptors() == before
+    assert fd_budget.FDS_PER_NEW_PARTITION == fd_budget.SEGMENTS_PER_NEW_PARTITION * OPEN_FILES_PER_SEGMENT
+
+
+def test_a_segment_that_cannot_open_all_its_files_leaks_none(tmp_path, monkeypatch) -> None:
+    """EMFILE on the third file of a segment closes the two opened before it."""
+    real_open = os.open
+    opened = 0
+
+    def failing_open(path, flags, mode=0o777):
+        nonlocal opened
+        opened += 1
+        if opened == 3:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_open(path, flags, mode)
+
+    (tmp_path / "t-0").mkdir()
+    before = fd_budget.open_descriptors()
+    monkeypatch.setattr(os, "open", failing_open)
+    with pytest.raises(OSError, match="Too many open files"):
+        LogSegment(tmp_path / "t-0", 0, LogConfig())
+    monkeypatch.setattr(os, "open", real_open)
+    assert fd_budget.open_descriptors() == before

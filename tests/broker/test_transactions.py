@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import trio
+from oncelog.broker.clock import now_ms
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import iter_batches
 
@@ -249,7 +250,7 @@ async def test_hanging_transaction_is_cleared_by_an_abort_marker(broker, client)
     abort marker with WriteTxnMarkers, as Kafka's `kafka-transactions.sh abort` does."""
     await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("hang"))
     hanging = batch([b"stuck"], producer_id=777, producer_epoch=3, base_sequence=0, transactional=True)
-    assert broker.node.replicas.append("hang", 0, hanging, 0).error == ErrorCode.NONE
+    assert broker.node.replicas.append("hang", 0, hanging, now_ms()).error == ErrorCode.NONE
     with trio.fail_after(5):
         while (await _fetch(client, "hang", 0, 0)).high_watermark < 1:
             await trio.sleep(0.02)

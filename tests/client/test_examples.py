@@ -8,7 +8,8 @@ from pathlib import Path
 
 from .conftest import fresh_name
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
 
 
 def test_examples_produce_then_process(bootstrap_servers: str) -> None:
@@ -30,3 +31,12 @@ def test_examples_produce_then_process(bootstrap_servers: str) -> None:
     common = ("--input", orders, "--output", invoices, "--group", group, "--idle-seconds", "0.8")
     assert run("exactly_once_processor.py", *common) == "processed 8 records\n"
     assert run("exactly_once_processor.py", *common) == "processed 0 records\n"  # offsets were committed
+
+
+def test_readme_sync_example_runs(bootstrap_servers: str) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in readme.split("```python\n")[1:] if "oncelog.client.sync import" in b).split("```")[0]
+    code = block.replace("127.0.0.1:9092", bootstrap_servers).replace('"events"', repr(fresh_name("events")))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("RecordMetadata(topic='events-")

@@ -10,6 +10,7 @@ from oncelog.client import (
     AbortableTransactionError,
     FatalProducerError,
     IllegalStateError,
+    KafkaError,
     Producer,
     ProducerFencedError,
     TransactionAbortedError,
@@ -266,6 +267,17 @@ async def test_send_outside_transaction_is_illegal() -> None:
             await p.send(TOPIC, b"v")
         with pytest.raises(IllegalStateError):
             await p.commit_transaction()
+
+
+async def test_records_refused_before_queueing_use_no_sequence_number() -> None:
+    broker = Broker()
+    async with producer(broker, max_request_size=1000) as p:
+        with pytest.raises(KafkaError, match=r"MESSAGE_TOO_LARGE.*max\.request\.size \(1000\)"):
+            await p.send(TOPIC, b"x" * 1000, partition=0)  # with the batch header, over 1000 bytes
+        with pytest.raises(TypeError, match="bytes, str or None"):
+            await p.send(TOPIC, 42, partition=0)  # type: ignore[arg-type]
+        assert (await p.send_and_wait(TOPIC, b"x" * 800, partition=0)).offset == 0
+    assert broker.produced == [(0, 0, 1, 1)]  # (partition, base sequence, epoch, records): sequence 0
 
 
 async def test_pipelined_batches_retry_in_sequence_order() -> None:

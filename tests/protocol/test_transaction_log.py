@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from oncelog.protocol.errors import DecodeError, EncodeError
 from oncelog.protocol.internal.transaction_log import (
     TxnLogValue,
-    TxnStateCode,
+    TxnState,
     decode_txn_log_key,
     decode_txn_log_value,
     encode_txn_log_key,
@@ -52,7 +52,7 @@ ONGOING = TxnLogValue(
     producer_id=1000,
     producer_epoch=5,
     transaction_timeout_ms=60000,
-    state=TxnStateCode.ONGOING,
+    state=TxnState.ONGOING,
     partitions={"t": [0, 3]},
     last_update_timestamp_ms=1700000000123,
     start_timestamp_ms=1700000000000,
@@ -69,12 +69,12 @@ def test_value_v0_golden_bytes() -> None:
     assert encode_txn_log_value(ONGOING) == VALUE_V0
     decoded = decode_txn_log_value(VALUE_V0)
     assert decoded == ONGOING
-    assert decoded is not None and decoded.state is TxnStateCode.ONGOING
+    assert decoded is not None and decoded.state is TxnState.ONGOING
     assert (decoded.previous_producer_id, decoded.next_producer_id, decoded.client_transaction_version) == (-1, -1, 0)
 
 
 def test_value_v0_empty_writes_null_partitions() -> None:
-    empty = TxnLogValue(1000, 5, 60000, TxnStateCode.EMPTY, {}, 1700000000123, -1)
+    empty = TxnLogValue(1000, 5, 60000, TxnState.EMPTY, {}, 1700000000123, -1)
     assert encode_txn_log_value(empty) == VALUE_V0_EMPTY
     assert decode_txn_log_value(VALUE_V0_EMPTY) == empty
 
@@ -84,7 +84,7 @@ def test_value_v1_golden_bytes_with_tagged_fields() -> None:
         1000,
         5,
         60000,
-        TxnStateCode.PREPARE_COMMIT,
+        TxnState.PREPARE_COMMIT,
         {"t": [0, 3]},
         1700000000123,
         1700000000000,
@@ -113,13 +113,13 @@ def test_empty_state_ignores_listed_partitions_on_decode_and_refuses_them_on_enc
     data = bytearray(VALUE_V0)
     data[16] = 0
     decoded = decode_txn_log_value(bytes(data))
-    assert decoded is not None and decoded.state is TxnStateCode.EMPTY and decoded.partitions == {}
+    assert decoded is not None and decoded.state is TxnState.EMPTY and decoded.partitions == {}
     with pytest.raises(EncodeError):
-        encode_txn_log_value(TxnLogValue(1, 0, 1, TxnStateCode.EMPTY, {"t": [0]}, 0, -1))
+        encode_txn_log_value(TxnLogValue(1, 0, 1, TxnState.EMPTY, {"t": [0]}, 0, -1))
 
 
 def test_repeated_topics_and_partitions_are_merged() -> None:
-    value = TxnLogValue(1, 0, 1, TxnStateCode.ONGOING, {"a": [1, 1, 2]}, 0, 0)
+    value = TxnLogValue(1, 0, 1, TxnState.ONGOING, {"a": [1, 1, 2]}, 0, 0)
     data = encode_txn_log_value(value)
     # Build "a": [1, 1, 2] followed by a second "a": [2, 5] by hand from the v0 layout.
     twice = data[:17] + h("00000002 0001 61 00000003 00000001 00000001 00000002 0001 61 00000002 00000002 00000005")
@@ -167,10 +167,10 @@ def test_bad_values_raise_decode_error(data: bytes) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        TxnLogValue(2**63, 0, 1, TxnStateCode.ONGOING, {}, 0, 0),
-        TxnLogValue(1, 2**15, 1, TxnStateCode.ONGOING, {}, 0, 0),
+        TxnLogValue(2**63, 0, 1, TxnState.ONGOING, {}, 0, 0),
+        TxnLogValue(1, 2**15, 1, TxnState.ONGOING, {}, 0, 0),
         TxnLogValue(1, 0, 1, 8, {}, 0, 0),
-        TxnLogValue(1, 0, 1, TxnStateCode.ONGOING, {"t": [2**31]}, 0, 0),
+        TxnLogValue(1, 0, 1, TxnState.ONGOING, {"t": [2**31]}, 0, 0),
     ],
 )
 def test_bad_values_raise_encode_error(value: TxnLogValue) -> None:
@@ -184,7 +184,7 @@ def test_unknown_value_version_is_refused_on_encode() -> None:
 
 
 def test_state_codes_and_names_match_kafka() -> None:
-    assert {s.kafka_name: int(s) for s in TxnStateCode} == {
+    assert {s.kafka_name: int(s) for s in TxnState} == {
         "Empty": 0,
         "Ongoing": 1,
         "PrepareCommit": 2,
@@ -194,8 +194,8 @@ def test_state_codes_and_names_match_kafka() -> None:
         "Dead": 6,
         "PrepareEpochFence": 7,
     }
-    assert TxnStateCode.from_kafka_name("PrepareAbort") is TxnStateCode.PREPARE_ABORT
-    assert TxnStateCode.from_kafka_name("ongoing") is None
+    assert TxnState.from_kafka_name("PrepareAbort") is TxnState.PREPARE_ABORT
+    assert TxnState.from_kafka_name("ongoing") is None
 
 
 _INT16 = st.integers(-(2**15), 2**15 - 1)
@@ -206,10 +206,10 @@ _INT64 = st.integers(-(2**63), 2**63 - 1)
 @st.composite
 def _values(draw: st.DrawFn) -> tuple[TxnLogValue, int]:
     version = draw(st.sampled_from([0, 1]))
-    state = draw(st.sampled_from(list(TxnStateCode)))
+    state = draw(st.sampled_from(list(TxnState)))
     partitions = (
         {}
-        if state is TxnStateCode.EMPTY
+        if state is TxnState.EMPTY
         else draw(st.dictionaries(st.text(max_size=8), st.lists(_INT32, unique=True, max_size=4), max_size=3))
     )
     tags = (draw(_INT64), draw(_INT64), draw(_INT16)) if version == 1 else (-1, -1, 0)

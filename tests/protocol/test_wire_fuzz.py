@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oncelog.protocol import (
     DECLARED_VERSIONS,
+    SCHEMAS,
     ApiKey,
     DecodeError,
     UnsupportedVersionError,
@@ -20,7 +21,6 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from oncelog.protocol.messages import SCHEMAS
 from wire_samples import sample
 
 CASES = [(key, v) for key, (lo, hi) in sorted(DECLARED_VERSIONS.items()) for v in range(lo, hi + 1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from oncelog.protocol import (
     DECLARED_VERSIONS,
+    SCHEMAS,
     SUPPORTED_VERSIONS,
     ApiKey,
     decode_request,
@@ -13,7 +14,6 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from oncelog.protocol.messages import SCHEMAS
 from wire_samples import expected, plain, sample
 
 CASES = [(key, v) for key, (lo, hi) in sorted(DECLARED_VERSIONS.items()) for v in range(lo, hi + 1)]

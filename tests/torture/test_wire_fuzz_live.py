@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oncelog.protocol import ApiKey, decode_response, encode_request
-from oncelog.protocol.messages import SCHEMAS
+from oncelog.protocol import SCHEMAS, ApiKey, decode_response, encode_request
 from oncelog.protocol.records import SimpleRecord, encode_batch
 from oncelog.protocol.schema import Field, Versions
 from support.broker import BrokerProcess

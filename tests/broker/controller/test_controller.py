@@ -1,0 +1,139 @@
+"""The controller against a real etcd, with brokers stood in for by their registrations under leases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import trio
+from oncelog.broker.controller.controller import ClusterController, controlled_shutdown
+from oncelog.broker.controller.partition_change import PartitionState, alter_isr
+from oncelog.broker.etcd.client import Compare, CompareTarget, EtcdClient, GuardFailed, Lease
+from oncelog.broker.etcd.connect import parse_etcd_connect
+from oncelog.broker.etcd.image import MetadataFollower, MetadataImage
+from oncelog.broker.etcd.layout import BrokerRegistration, Layout
+from oncelog.broker.etcd.topics import create_topic
+from support.etcd import EtcdProcess
+
+
+@pytest.fixture(scope="module")
+def etcd() -> Iterator[EtcdProcess]:
+    with EtcdProcess() as server:
+        yield server
+
+
+async def register(client: EtcdClient, layout: Layout, broker_id: int) -> Lease:
+    lease = await client.grant_lease(30)
+    registration = BrokerRegistration(broker_id, {"PLAINTEXT": ("127.0.0.1", 9000 + broker_id)})
+    await client.put(layout.broker(broker_id), registration.to_json(), lease=lease.id)
+    return lease
+
+
+async def until(follower: MetadataFollower, done: object, timeout_s: float = 15) -> MetadataImage:
+    with trio.fail_after(timeout_s):
+        image = follower.image
+        while not done(image):  # type: ignore[operator]
+            image = await follower.next_image(after=image.revision)
+        return image
+
+
+def led_by(image: MetadataImage, broker_id: int) -> list[tuple[str, int]]:
+    return [tp for tp, state in image.topic_partitions().items() if state.leader == broker_id]
+
+
+async def test_leaders_move_when_a_broker_dies_and_come_back_when_it_returns(
+    etcd: EtcdProcess, request: pytest.FixtureRequest
+) -> None:
+    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
+    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
+        leases = {b: await register(client, layout, b) for b in (1, 2, 3)}
+        await create_topic(
+            client, layout, name="t", partitions=6, replication_factor=3, live_brokers=dict.fromkeys(leases)
+        )
+        follower = MetadataFollower(client, layout)
+        await nursery.start(follower.run)
+        controllers = {
+            b: ClusterController(client, layout, follower, broker_id=b, lease_id=leases[b].id, rebalance_interval_s=0.3)
+            for b in (1, 2, 3)
+        }
+        scopes = {b: trio.CancelScope() for b in controllers}
+
+        async def run_controller(broker_id: int) -> None:
+            with scopes[broker_id]:
+                await controllers[broker_id].run()
+
+        for broker_id in controllers:
+            nursery.start_soon(run_controller, broker_id)
+        before = await until(follower, lambda i: i.controller is not None)
+        first_controller = before.controller.broker_id
+        victim = first_controller  # the hardest case: the broker that dies is the controller
+        lost = led_by(before, victim)
+        assert len(lost) == 2
+
+        scopes[victim].cancel()  # SIGKILL: the broker stops at once...
+        await client.revoke_lease(leases[victim].id)  # ...and etcd sees its lease go
+        after = await until(
+            follower,
+            lambda i: (
+                i.controller is not None
+                and i.controller.broker_id != victim
+                and not led_by(i, victim)
+                and all(victim not in s.isr for s in i.topic_partitions().values())
+            ),
+        )
+        for tp in lost:
+            assert after.partition(*tp).leader_epoch == before.partition(*tp).leader_epoch + 1
+            assert after.partition(*tp).leader == next(r for r in before.partition(*tp).replicas if r != victim)
+
+        # It comes back; each leader adds it to its ISR (AlterPartition); the rebalance gives its leaderships back.
+        leases[victim] = await register(client, layout, victim)
+        for (topic, index), state in after.topic_partitions().items():
+            await client.update(
+                layout.partition(after.topics[topic].topic_id, index),
+                lambda kv, state=state: alter_isr(
+                    PartitionState.from_json(kv.value),
+                    broker=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    partition_epoch=state.partition_epoch,
+                    new_isr=[*state.isr, victim],
+                    live={1, 2, 3},
+                ).to_json(),
+            )
+        back = await until(follower, lambda i: sorted(led_by(i, victim)) == sorted(lost))
+        assert all(len(s.isr) == 3 for s in back.topic_partitions().values())
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_deposed_controller_writes_nothing(etcd: EtcdProcess, request: pytest.FixtureRequest) -> None:
+    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
+    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
+        leases = {b: await register(client, layout, b) for b in (1, 2)}
+        await create_topic(
+            client, layout, name="t", partitions=2, replication_factor=2, live_brokers=dict.fromkeys(leases)
+        )
+        follower = MetadataFollower(client, layout)
+        await nursery.start(follower.run)
+        stale = ClusterController(client, layout, follower, broker_id=1, lease_id=leases[1].id, auto_rebalance=False)
+        await client.put(layout.controller, b"2", lease=leases[2].id)  # broker 2 is the controller now
+        await client.revoke_lease(leases[1].id)  # broker 1 left: a controller would move its leaderships
+        image = await until(follower, lambda i: 1 not in i.brokers)
+        old_epoch = Compare(layout.controller, CompareTarget.CREATE, "==", 1)  # the epoch broker 1 once held
+        with pytest.raises(GuardFailed):
+            await stale.elect_leaders(image, old_epoch)
+        assert led_by(await until(follower, lambda i: True), 1)  # nothing was written
+        nursery.cancel_scope.cancel()
+
+
+async def test_controlled_shutdown_moves_everything_away(etcd: EtcdProcess, request: pytest.FixtureRequest) -> None:
+    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
+    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
+        leases = {b: await register(client, layout, b) for b in (1, 2, 3)}
+        await create_topic(
+            client, layout, name="t", partitions=9, replication_factor=3, live_brokers=dict.fromkeys(leases)
+        )
+        follower = MetadataFollower(client, layout)
+        image = await nursery.start(follower.run)
+        assert await controlled_shutdown(client, layout, image, 2) == 9
+        after = await until(follower, lambda i: not led_by(i, 2))
+        assert all(2 not in s.isr and len(s.isr) == 2 for s in after.topic_partitions().values())
+        nursery.cancel_scope.cancel()
