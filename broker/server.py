@@ -93,9 +93,9 @@ MAX_QUEUED_RESPONSE_BYTES = 1024 * 1024
 #: Requests this large, but for Produce (whose records are decoded as views), are decoded in a worker thread, one
 #: at a time broker-wide...
 THREAD_DECODE_BYTES = 32 * 1024
-#: ... and after each the next one waits this many times as long as it took: such decodes take at most a fifth of
+#: ... and after each the next one waits this many times as long as it took: such decodes take at most a tenth of
 #: the broker's time, however many clients send them, and the other connections keep the rest.
-DECODE_REST_FACTOR = 4
+DECODE_REST_FACTOR = 9
 #: The interpreter's thread switch interval while the broker serves (Python's default 5 ms): the event loop waits
 #: for the GIL at most this long when a worker thread decodes.
 SWITCH_INTERVAL_S = 0.0005
