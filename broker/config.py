@@ -86,6 +86,21 @@ PROPERTIES: dict[str, PropertySpec] = {
             "message.max.bytes", int, 1048588, "Largest record batch accepted.", "max.message.bytes", topic_minimum=0
         ),
         PropertySpec("socket.request.max.bytes", int, 104857600, "Largest request frame accepted."),
+        PropertySpec(
+            "queued.max.request.bytes",
+            int,
+            268435456,
+            "Request bytes all connections may hold at once (a frame reserves its size when its size prefix arrives; "
+            "a connection waits, not reading, until its frame fits). Kafka's default -1 (unbounded); oncelog's bounds "
+            "the broker's request memory.",
+        ),
+        PropertySpec(
+            "fetch.max.bytes",
+            int,
+            57671680,
+            "Most record bytes one Fetch response carries (with the request's max_bytes; the first batch is returned "
+            "whole even if larger, KIP-74).",
+        ),
         PropertySpec("connections.max.idle.ms", int, 600000, "Idle connections are closed after this."),
         PropertySpec(
             "connection.failed.authentication.delay.ms",
@@ -471,6 +486,11 @@ class BrokerConfig:
             raise ConfigError("log.segment.bytes must be at least 14")
         if self.get_int("log.flush.interval.messages") < 1:
             raise ConfigError("log.flush.interval.messages must be at least 1")
+        queued = self.get_int("queued.max.request.bytes")
+        if queued == 0 or queued < -1:
+            raise ConfigError("queued.max.request.bytes must be positive, or -1 (unbounded)")
+        if self.get_int("fetch.max.bytes") < 0:
+            raise ConfigError("fetch.max.bytes must be at least 0")
 
     def log_config(self, topic_overrides: Mapping[str, str] | None = None) -> LogConfig:
         """The storage settings of a topic: broker defaults with the topic's own overrides applied."""

@@ -32,6 +32,7 @@ from oncelog.broker.log_compactor import LogCompactor
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFIGS, MetadataStore
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
+from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
 from oncelog.broker.sasl.credentials import ScramCredentialStore
 from oncelog.broker.server import serve
@@ -95,6 +96,11 @@ class BrokerNode:
         self._housekeeping = trio.Lock()
         self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
         self.scram_credentials = ScramCredentialStore(self.data_dir)
+        #: Request bytes in flight on every listener (``queued.max.request.bytes``).
+        self.request_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
+        #: Fetch response bytes not yet sent, across connections: as much again (oncelog's own; Kafka sends fetched
+        #: records from the page cache with sendfile, so its unsent responses hold no heap).
+        self.response_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
         #: The first listener's bound port once serving.
         self.port: int | None = None
 

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from oncelog.broker.request_budget import ResponseHold
 from oncelog.protocol import RequestHeader
 
 
@@ -18,6 +19,12 @@ class Request:
     client_host: str
     #: The name of the listener the request arrived on (None: the broker's first listener).
     listener: str | None = None
+    #: For a handler that waits long (a parked Fetch): run it beside the wait and it closes the connection, which
+    #: cancels the handler, once the client has gone; it never returns otherwise. None: nothing to watch.
+    watch_disconnect: Callable[[], Awaitable[None]] | None = None
+    #: For a handler whose response may be large (Fetch): its share of the broker's budget of response bytes not
+    #: yet sent, released by the connection once the response is sent. None: no budget.
+    response_hold: ResponseHold | None = None
 
     @property
     def version(self) -> int:

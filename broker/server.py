@@ -14,18 +14,27 @@ then are its requests dispatched.
 A frame whose size is negative or above ``socket.request.max.bytes`` is never read: the connection is closed, as
 is one whose header or body cannot be decoded, and one that sent no request for ``connections.max.idle.ms`` (a
 sweeper looks every tenth of that period, so a connection is closed within 1.1 times it).
+Against hostile clients (docs/FAULTS.md, "Hostile input"): memory follows the bytes received and frames of 64 KiB or
+more share the ``queued.max.request.bytes`` budget (``FrameReader``); large non-Produce requests are decoded in a
+worker thread, rationed (``DECODE_REST_FACTOR``); a connection reads nothing while its response cannot be sent or
+``MAX_QUEUED_RESPONSE_BYTES`` of them wait; repeated errors are logged at a limited rate (``broker.log_limit``).
 """
 
 from __future__ import annotations
 
+import errno
 import struct
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, NoReturn
 
 import structlog
 import trio
 from oncelog.broker.apis import HANDLERS
 from oncelog.broker.listeners import Listener
+from oncelog.broker.log_limit import LogRateLimiter
 from oncelog.broker.request import Deferred, MalformedRequest, Request
+from oncelog.broker.request_budget import UNBOUNDED, RequestBudget, ResponseHold
 from oncelog.broker.sasl.session import SaslSession
 from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.broker.startup import StartupError
@@ -48,6 +57,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _SIZE = struct.Struct(">i")
+#: accept() failures that mean the system is out of a resource, not that the listener is broken (trio's list).
+_ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 #: Responses queued per connection before the reader waits (clients keep at most 5 requests in flight).
 MAX_QUEUED_RESPONSES = 32
 #: Requests a connection may handle back to back without its socket waiting before it yields to other tasks.
@@ -61,17 +72,52 @@ IDLE_CHECKS_PER_PERIOD = 10
 #: small requests: the allocation of the result and its trim back to what arrived take a system call each once they
 #: pass glibc's thresholds (128 KiB); the rest of a large frame is asked for in one call.
 _RECEIVE_CHUNK = 64 * 1024
-#: Frames this large are received into a buffer of their own and decoded in place (no copies of the records)...
+#: Frames this large are gathered in a buffer of their own and decoded in place (no copies of the records); the
+#: buffer grows with the bytes received, so a client announcing big frames cannot make the broker hold memory it
+#: never sends.
 LARGE_FRAME_BYTES = _RECEIVE_CHUNK
-#: ... up to this size: that buffer is allocated whole when the size prefix arrives, so a larger frame is still
-#: gathered as its bytes arrive, and a client announcing big frames cannot make the broker hold memory it never sends.
-LARGE_FRAME_MAX_BYTES = 8 * 1024 * 1024
+#: Bytes asked of one recv while gathering a large frame (CPython allocates the whole ask first, then trims it).
+LARGE_RECEIVE_CHUNK = 1024 * 1024
+#: A large frame holds its reservation of ``queued.max.request.bytes`` while it arrives; it must arrive within this
+#: many seconds plus one second per ``LARGE_FRAME_MIN_BYTES_PER_S`` bytes (18 s for 8 MB, 110 s for 100 MB), or
+#: the connection is closed: clients announcing frames they never send hold the budget that long, not until
+#: ``connections.max.idle.ms``. (Kafka has no such limit, nor a bounded pool by default.)
+LARGE_FRAME_RECEIVE_GRACE_S = 10.0
+LARGE_FRAME_MIN_BYTES_PER_S = 1024 * 1024
 #: The writer sends the responses that are ready back to back in one system call, up to this many bytes.
 COALESCE_BYTES = 64 * 1024
+#: Encoded responses a connection may have queued, not yet sent, before it reads no more requests (Kafka mutes a
+#: connection whose response cannot be sent). With the one being sent, a client that never reads pins at most
+#: this plus one response (a Fetch response: at most ``fetch.max.bytes`` plus one batch).
+MAX_QUEUED_RESPONSE_BYTES = 1024 * 1024
+#: Requests this large, but for Produce (whose records are decoded as views), are decoded in a worker thread, one
+#: at a time broker-wide...
+THREAD_DECODE_BYTES = 32 * 1024
+#: ... and after each the next one waits this many times as long as it took: such decodes take at most a tenth of
+#: the broker's time, however many clients send them, and the other connections keep the rest.
+DECODE_REST_FACTOR = 9
+#: The interpreter's thread switch interval while the broker serves (Python's default 5 ms): the event loop waits
+#: for the GIL at most this long when a worker thread decodes.
+SWITCH_INTERVAL_S = 0.0005
+#: Seconds the accept loop waits after the system refused a new connection (EMFILE...), as trio's does.
+ACCEPT_RETRY_S = 0.1
+#: Repeated errors a client or the system can cause are logged at most so often (``broker.log_limit``).
+_LOG_LIMIT = LogRateLimiter()
+#: The one worker-thread decode at a time, per trio run.
+_DECODE_LIMITER: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("decode_limiter")
 #: Requests whose bytes may hold secrets: never logged.
 _SECRET_APIS = frozenset({ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 #: What the writer sends: an encoded response, or a Deferred one with the header to encode it for.
 _Outgoing = bytes | tuple[RequestHeader, Deferred]
+
+
+def _decode_limiter() -> trio.CapacityLimiter:
+    try:
+        return _DECODE_LIMITER.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(1)
+        _DECODE_LIMITER.set(limiter)
+        return limiter
 
 
 class ConnectionClosed(Exception):
@@ -79,12 +125,23 @@ class ConnectionClosed(Exception):
 
 
 class FrameReader:
-    """Reads whole size-prefixed frames from a stream, refusing sizes above ``max_size`` before reading them."""
+    """Reads whole size-prefixed frames from a stream, refusing sizes above ``max_size`` before reading them.
 
-    def __init__(self, stream: NonBlockingSocket, max_size: int) -> None:
+    Memory follows the bytes that arrived, never the size a prefix announces: a frame's buffer grows as its bytes
+    are received. A small frame (below ``LARGE_FRAME_BYTES``) is read within the connection's receive buffer, which
+    holds at most it and ``_RECEIVE_CHUNK`` bytes more. Before reading the body of a larger one the reader reserves
+    its size in the broker-wide ``budget`` (``queued.max.request.bytes``), waiting without reading while it does
+    not fit; the caller gives it back with ``release`` once the request is handled (or the connection ends). Small
+    requests never wait for the budget, and a large frame must arrive in ``LARGE_FRAME_RECEIVE_GRACE_S`` plus a
+    second per ``LARGE_FRAME_MIN_BYTES_PER_S`` bytes, so clients announcing large frames they never send delay only
+    other large frames, and not for long."""
+
+    def __init__(self, stream: NonBlockingSocket, max_size: int, budget: RequestBudget | None = None) -> None:
         self._stream = stream
         self._max_size = max_size
+        self._budget = budget or RequestBudget(UNBOUNDED)
         self._buffer = bytearray()
+        self._reserved = 0
 
     async def _fill(self, needed: int) -> None:
         while len(self._buffer) < needed:
@@ -93,15 +150,24 @@ class FrameReader:
                 raise ConnectionClosed("peer closed the connection" if not self._buffer else "truncated frame")
             self._buffer += chunk
 
+    def release(self) -> None:
+        """Give back the budget the last frame reserved (idempotent)."""
+        if self._reserved:
+            self._budget.release(self._reserved)
+            self._reserved = 0
+
     async def next_frame(self) -> bytes | memoryview:
-        """The next frame without its size prefix. One between ``LARGE_FRAME_BYTES`` and ``LARGE_FRAME_MAX_BYTES``
-        not yet received whole is received straight into its own buffer and returned as a read-only memoryview
-        (decoded in place, see ``decode_request``); any other is copied out of the receive buffer as bytes."""
+        """The next frame without its size prefix, its size reserved in the budget until ``release``. One of at
+        least ``LARGE_FRAME_BYTES`` not yet received whole is gathered in a buffer of its own and returned as a
+        read-only memoryview (decoded in place, see ``decode_request``); any other is copied out of the receive
+        buffer as bytes."""
+        self.release()
         await self._fill(4)
         (size,) = _SIZE.unpack_from(self._buffer)
         if size < 0 or size > self._max_size:
             raise ConnectionClosed(f"frame size {size} outside 0..{self._max_size} (socket.request.max.bytes)")
-        if LARGE_FRAME_BYTES <= size <= LARGE_FRAME_MAX_BYTES and len(self._buffer) < 4 + size:
+        if size >= LARGE_FRAME_BYTES and len(self._buffer) < 4 + size:
+            self._reserved = await self._budget.reserve(size)
             return await self._receive_large(size)
         await self._fill(4 + size)
         with memoryview(self._buffer) as view:
@@ -110,18 +176,18 @@ class FrameReader:
         return frame
 
     async def _receive_large(self, size: int) -> memoryview:
-        frame = bytearray(size)
-        have = min(len(self._buffer) - 4, size)
         with memoryview(self._buffer) as buffered:
-            frame[:have] = buffered[4 : 4 + have]
-        del self._buffer[: 4 + have]
-        view = memoryview(frame)
-        while have < size:
-            received = await self._stream.receive_into(view[have:])
-            if not received:
-                raise ConnectionClosed("truncated frame")
-            have += received
-        return view.toreadonly()
+            frame = bytearray(buffered[4:])
+        self._buffer.clear()
+        allowed_s = LARGE_FRAME_RECEIVE_GRACE_S + size / LARGE_FRAME_MIN_BYTES_PER_S
+        with trio.move_on_after(allowed_s):
+            while len(frame) < size:
+                chunk = await self._stream.receive_some(min(size - len(frame), LARGE_RECEIVE_CHUNK))
+                if not chunk:
+                    raise ConnectionClosed("truncated frame")
+                frame += chunk
+            return memoryview(frame).toreadonly()
+        raise ConnectionClosed(f"frame of {size} bytes not received within {allowed_s:.0f} s ({len(frame)} came)")
 
 
 class Connection:
@@ -135,9 +201,15 @@ class Connection:
         #: On a SASL listener, the authentication every request must wait for.
         self._sasl = SaslSession(broker.sasl[listener.name], broker.scram_credentials) if listener.uses_sasl else None
         self._client_host = sock.peer_host()
-        self._reader = FrameReader(sock, broker.config.get_int("socket.request.max.bytes"))
+        self._reader = FrameReader(sock, broker.config.get_int("socket.request.max.bytes"), broker.request_budget)
         #: Responses handed to the writer and not yet sent; while any is, the reader must queue behind them.
         self._queued = 0
+        #: Bytes of the encoded responses among them; the reader reads no request while they reach
+        #: ``MAX_QUEUED_RESPONSE_BYTES`` (``_drained`` is set each time the writer sent some).
+        self._queued_bytes = 0
+        self._drained: trio.Event | None = None
+        #: The share of the broker's response budget the response being made holds (one request at a time).
+        self._response_hold = ResponseHold(broker.response_budget)
         #: Requests read so far; the idle sweeper compares it between looks.
         self.requests = 0
         self._scope = trio.CancelScope()
@@ -167,6 +239,7 @@ class Connection:
             # Never let one connection's failure reach the listener: log it and drop the connection.
             log.error("connection_failed", client=self._client_host, exc_info=group)
         finally:
+            self._reader.release()
             self._sock.close()
 
     async def _read_requests(self, send: trio.MemorySendChannel[_Outgoing]) -> None:
@@ -176,16 +249,32 @@ class Connection:
             frame = await self._reader.next_frame()
             bytes_without_waiting += len(frame)
             self.requests += 1
-            response = await self._handle(frame)
-            if response is not None:
-                if self._queued == 0 and isinstance(response, bytes):
-                    await self._sock.send_all(_SIZE.pack(len(response)) + response)
+            try:
+                response = await self._handle(frame)
+            finally:
+                del frame
+                self._reader.release()
+            try:
+                if response is not None and self._response_hold.held:
+                    # A response holding part of the response budget is sent by the reader itself, once the
+                    # ones before it are gone, so the budget is given back as soon as it is sent.
+                    await self._wait_writer(lambda: self._queued == 0)
+                if response is None:
+                    pass
+                elif self._queued == 0 and isinstance(response, bytes):
+                    # While the client does not read, the connection is muted: no request is read meanwhile.
+                    await self._send_framed(response)
                 else:
                     self._queued += 1
+                    if isinstance(response, bytes):
+                        self._queued_bytes += len(response)
                     try:
                         send.send_nowait(response)
                     except trio.WouldBlock:
                         await send.send(response)
+                    await self._wait_writer(lambda: self._queued_bytes < MAX_QUEUED_RESPONSE_BYTES)
+            finally:
+                self._response_hold.release()
             if self._sock.waits != waits:
                 without_waiting = bytes_without_waiting = 0
             else:
@@ -259,32 +348,53 @@ class Connection:
         header = self._decode_header(frame)
         if isinstance(header, bytes):
             return header
-        return await self._dispatch(header, self._decode_body(header, frame))
+        if len(frame) >= THREAD_DECODE_BYTES and header.api_key != ApiKey.PRODUCE:
+            # Up to MAX_REQUEST_ELEMENTS objects: decoded in a thread, so the event loop keeps serving the other
+            # connections meanwhile, and rationed (DECODE_REST_FACTOR), so clients sending such requests over and
+            # over cannot take the broker's time from the others.
+            async with _decode_limiter():
+                started = trio.current_time()
+                try:
+                    body = await trio.to_thread.run_sync(decode_request, header, frame)
+                except DecodeError as exc:
+                    self._bad_request(header, exc, frame)
+                finally:
+                    await trio.sleep((trio.current_time() - started) * DECODE_REST_FACTOR)
+        else:
+            body = self._decode_body(header, frame)
+        return await self._dispatch(header, body)
 
     def _decode_body(self, header: RequestHeader, frame: bytes | memoryview):
         try:
-            body = decode_request(header, frame)
+            return decode_request(header, frame)
         except DecodeError as exc:
-            log.info(
-                "bad_request",
-                client=self._client_host,
-                api_key=header.api_key,
-                version=header.api_version,
-                error=str(exc),
-                # Never log what may hold a secret (SASL tokens, salted passwords).
-                head=None if header.api_key in _SECRET_APIS else frame[:64].hex(),
-            )
-            raise ConnectionClosed(f"undecodable request body: {exc}") from None
-        return body
+            self._bad_request(header, exc, frame)
+
+    def _bad_request(self, header: RequestHeader, exc: Exception, frame: bytes | memoryview | None = None) -> NoReturn:
+        """Log a request the broker cannot take (at a limited rate) and close the connection."""
+        _LOG_LIMIT.log(
+            log.info,
+            "bad_request",
+            self._client_host,
+            client=self._client_host,
+            api_key=header.api_key,
+            version=header.api_version,
+            error=str(exc),
+            # Never log what may hold a secret (SASL tokens, salted passwords).
+            head=None if frame is None or header.api_key in _SECRET_APIS else frame[:64].hex(),
+        )
+        kind = "undecodable request body" if isinstance(exc, DecodeError) else "malformed request"
+        raise ConnectionClosed(f"{kind}: {exc}") from None
 
     async def _dispatch(self, header: RequestHeader, body) -> _Outgoing | None:
         handler = HANDLERS[ApiKey(header.api_key)]
-        request = Request(header, body, self._client_host, self._listener.name)
+        request = Request(
+            header, body, self._client_host, self._listener.name, self._close_when_peer_gone, self._response_hold
+        )
         try:
             result = await handler(self._broker, request)
         except MalformedRequest as exc:
-            log.info("bad_request", client=self._client_host, api_key=header.api_key, error=str(exc))
-            raise ConnectionClosed(f"malformed request: {exc}") from None
+            self._bad_request(header, exc)
         except Exception:
             log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
             raise ConnectionClosed("internal error while handling a request") from None
@@ -294,19 +404,47 @@ class Connection:
             return header, result
         return encode_response(header, result)
 
+    def _wake_reader(self) -> None:
+        if self._drained is not None:
+            self._drained.set()
+            self._drained = None
+
+    async def _wait_writer(self, done: Callable[[], bool]) -> None:
+        """Wait until ``done()``, looked at each time the writer has sent something."""
+        while not done():
+            self._drained = trio.Event()
+            await self._drained.wait()
+
+    async def _send_framed(self, response: bytes) -> None:
+        """Send one response with its size prefix; a large one without copying it next to the prefix."""
+        if len(response) <= COALESCE_BYTES:
+            await self._sock.send_all(_SIZE.pack(len(response)) + response)
+        else:
+            await self._sock.send_all(_SIZE.pack(len(response)))
+            await self._sock.send_all(response)
+
+    async def _close_when_peer_gone(self) -> None:
+        """Close the connection once its peer has gone (see ``Request.watch_disconnect``)."""
+        await self._sock.wait_peer_gone()
+        log.debug("connection_closed", client=self._client_host, reason="peer closed during a parked request")
+        self._scope.cancel()
+
     async def _write_responses(self, receive: trio.MemoryReceiveChannel[_Outgoing]) -> None:
         """Send the queued responses in order. Those already complete go out together, up to ``COALESCE_BYTES``
         per send; a Deferred one not complete yet first lets the ones before it go."""
         out = bytearray()  # framed responses not sent yet
         in_out = 0  # how many
+        queued_out = 0  # their bytes counted in self._queued_bytes
 
         async def send_out() -> None:
-            nonlocal in_out
+            nonlocal in_out, queued_out
             if out:
                 await self._sock.send_all(out)
                 out.clear()
                 self._queued -= in_out
-                in_out = 0
+                self._queued_bytes -= queued_out
+                in_out = queued_out = 0
+                self._wake_reader()
 
         async with receive:
             while True:
@@ -321,8 +459,10 @@ class Connection:
                 except trio.EndOfChannel:
                     await send_out()
                     return
+                counted = 0
                 if isinstance(item, bytes):
                     data = item
+                    counted = len(item)
                 else:
                     header, deferred = item
                     if not deferred.ready():
@@ -330,9 +470,16 @@ class Connection:
                     data = encode_response(header, await deferred.complete())
                 if len(out) + len(data) > COALESCE_BYTES:
                     await send_out()
+                if len(data) > COALESCE_BYTES:  # sent as it is, not copied
+                    await self._send_framed(data)
+                    self._queued -= 1
+                    self._queued_bytes -= counted
+                    self._wake_reader()
+                    continue
                 out += _SIZE.pack(len(data))
                 out += data
                 in_out += 1
+                queued_out += counted
 
 
 async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.TaskStatus[int]) -> None:
@@ -353,6 +500,7 @@ async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.Tas
         port=bound_port,
     )
     task_status.started(bound_port)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
     connections: set[Connection] = set()
 
@@ -369,7 +517,33 @@ async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.Tas
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_close_idle, connections, broker.config.get_int("connections.max.idle.ms") / 1000)
-        await trio.serve_listeners(handle, listeners)
+        for socket_listener in listeners:
+            nursery.start_soon(_accept, socket_listener, handle, nursery)
+
+
+async def _accept(
+    listener: trio.SocketListener, handle: Callable[[trio.SocketStream], Awaitable[None]], nursery: trio.Nursery
+) -> None:
+    """Accept connections and serve each in ``nursery``. When the system refuses one for want of descriptors or
+    memory, retry after ``ACCEPT_RETRY_S``, logging it at most as ``_LOG_LIMIT`` allows (trio's own loop logs a
+    traceback at every retry)."""
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                raise
+            _LOG_LIMIT.log(
+                log.error,
+                "accept_failed",
+                exc.errno,
+                error=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+                reason=exc.strerror,
+                retry_s=ACCEPT_RETRY_S,
+            )
+            await trio.sleep(ACCEPT_RETRY_S)
+            continue
+        nursery.start_soon(handle, stream)
 
 
 async def _close_idle(connections: set[Connection], idle_s: float) -> None:

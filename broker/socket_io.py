@@ -20,6 +20,11 @@ from collections.abc import Awaitable, Callable
 import trio
 
 _Wait = Callable[[socket.socket], Awaitable[None]]
+#: How often ``wait_peer_gone`` looks at a TCP connection's state while the peer's bytes wait unread.
+PEER_GONE_POLL_S = 0.5
+#: Linux's TCP states (first byte of ``struct tcp_info``) after the peer closed (CLOSE_WAIT, LAST_ACK) or reset
+#: (CLOSE) the connection.
+_TCP_PEER_GONE_STATES = frozenset({7, 8, 9})
 
 
 class NonBlockingSocket:
@@ -78,6 +83,35 @@ class NonBlockingSocket:
             except OSError as exc:
                 raise self._translate(exc) from exc
             view = view[sent:]
+
+    async def wait_peer_gone(self) -> None:
+        """Return once the peer has closed its side of the connection or reset it. For a task that watches a
+        connection whose reader is busy (no other task may be waiting for the socket to become readable meanwhile).
+        Bytes the peer sent are left unread: behind them a TCP connection's state tells whether the peer has gone
+        (checked every ``PEER_GONE_POLL_S``), another stream socket's is only seen once they are read."""
+        await trio.lowlevel.wait_readable(self._sock)
+        while True:
+            gone = self._tcp_peer_gone()
+            if gone is None:
+                try:
+                    gone = not socket.socket.recv(self._sock, 1, socket.MSG_PEEK)
+                except (BlockingIOError, InterruptedError):
+                    gone = False
+                except OSError:
+                    gone = True
+                if not gone:
+                    await trio.sleep_forever()
+            if gone:
+                return
+            await trio.sleep(PEER_GONE_POLL_S)
+
+    def _tcp_peer_gone(self) -> bool | None:
+        """Whether the TCP connection was closed or reset by the peer; None when the socket is not TCP."""
+        try:
+            info = self._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)
+        except (OSError, AttributeError):
+            return None
+        return info[0] in _TCP_PEER_GONE_STATES
 
     async def _wait(self, wait: _Wait) -> None:
         if self._sock.fileno() < 0:

@@ -25,6 +25,12 @@ from oncelog.protocol.headers import (
 )
 from oncelog.protocol.schema import Message
 
+#: Array elements one request may decode into, in all its arrays. The bytes alone allow one element per byte or
+#: two (4M topic names in an 8 MB Metadata request), each a Python object of some 200 bytes; the largest requests
+#: Kafka's clients send (a Fetch or OffsetCommit of every partition a consumer owns, a Metadata request naming
+#: every topic) hold tens of thousands. Kafka has no such bound, only the bytes one.
+MAX_REQUEST_ELEMENTS = 100_000
+
 
 @functools.cache  # only valid (api, version) pairs are cached: a failed lookup raises
 def _schema(api_key: int, version: int, index: int, error: type[ProtocolError]) -> Message:
@@ -45,8 +51,12 @@ def _decode(
     *,
     allow_trailing: bool = False,
     in_place: bool = False,
+    max_elements: int | None = None,
 ) -> Container:
-    stream = p.ViewReader(data) if in_place and isinstance(data, memoryview) else p.Reader(data)
+    if in_place and isinstance(data, memoryview):
+        stream: p.Reader | p.ViewReader = p.ViewReader(data, max_elements)
+    else:
+        stream = p.Reader(data, max_elements)
     stream.seek(start)
     try:
         body = message.construct(version).parse_stream(stream)
@@ -70,8 +80,11 @@ def _encode_into(out: Any, message: Message, version: int, body: Mapping[str, An
         raise EncodeError(f"cannot encode {message.name} v{version}: {type(e).__name__}: {e}") from None
 
 
-def decode_request(header: RequestHeader, frame: bytes | bytearray | memoryview) -> Container:
-    """Decode the request body at ``frame[header.header_size:]``.
+def decode_request(
+    header: RequestHeader, frame: bytes | bytearray | memoryview, *, max_elements: int | None = MAX_REQUEST_ELEMENTS
+) -> Container:
+    """Decode the request body at ``frame[header.header_size:]``; DecodeError for one holding more than
+    ``max_elements`` array elements in all (None: any number the bytes can hold).
 
     Bytes after the last field are ignored, as Kafka's brokers do (AbstractRequest.parseRequest never checks for
     them); librdkafka 2.x sends such bytes after some flexible requests (seen: Metadata v9).
@@ -80,7 +93,15 @@ def decode_request(header: RequestHeader, frame: bytes | bytearray | memoryview)
     than copies, so it must stay unchanged while they are in use.
     """
     message = _schema(header.api_key, header.api_version, 0, DecodeError)
-    return _decode(message, header.api_version, frame, header.header_size, allow_trailing=True, in_place=True)
+    return _decode(
+        message,
+        header.api_version,
+        frame,
+        header.header_size,
+        allow_trailing=True,
+        in_place=True,
+        max_elements=max_elements,
+    )
 
 
 def encode_response(header: RequestHeader, body: Mapping[str, Any]) -> bytes:

@@ -6,6 +6,8 @@ Guarantees shared by all readers:
 
 - malformed or truncated input raises :class:`DecodeError` (never a bare construct/struct error);
 - a length or element count is checked against the bytes remaining BEFORE anything is allocated;
+- a stream may carry an element budget (``elements_left``): the array elements decoded from it in all, beyond
+  which decoding fails, bounding the objects a small but dense message decodes into;
 - varints are at most 5 bytes (unsigned 32-bit) and varlongs at most 10 bytes, as in Kafka's ByteUtils.
 
 Compact ("flexible", KIP-482) encodings store length+1 as an unsigned varint, 0 meaning null.
@@ -29,9 +31,11 @@ from oncelog.protocol.errors import DecodeError, EncodeError
 class Reader(io.BytesIO):
     """Input stream over ``data``; ``end`` is the absolute end offset (the decoder never reads past it)."""
 
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, elements_left: int | None = None) -> None:
         super().__init__(data)
         self.end = len(data) if not isinstance(data, memoryview) else data.nbytes
+        #: Array elements this stream may still decode (None: no bound beyond the bytes).
+        self.elements_left = elements_left
 
 
 class ViewReader:
@@ -40,12 +44,13 @@ class ViewReader:
     is never copied. Slower per field than ``Reader``; meant for large frames. ``data`` must stay unchanged while
     any view into it lives."""
 
-    __slots__ = ("_pos", "_view", "end")
+    __slots__ = ("_pos", "_view", "elements_left", "end")
 
-    def __init__(self, data: memoryview) -> None:
+    def __init__(self, data: memoryview, elements_left: int | None = None) -> None:
         self._view = data.toreadonly().cast("B")
         self._pos = 0
         self.end = self._view.nbytes
+        self.elements_left = elements_left
 
     def read(self, n: int = -1) -> bytes:
         start = self._pos
@@ -272,7 +277,8 @@ def write_bytes(stream: io.BytesIO, value: Any, compact: bool, nullable: bool) -
 
 
 def read_count(stream: io.BytesIO, compact: bool, nullable: bool, min_size: int) -> int:
-    """Array element count (-1 = null); the count times ``min_size`` must fit in the bytes remaining."""
+    """Array element count (-1 = null); the count times ``min_size`` must fit in the bytes remaining, and the count
+    within the stream's element budget (``elements_left``), which it uses up."""
     n = read_length(stream, compact, True)
     if n < 0:
         if nullable and n == -1:
@@ -280,6 +286,11 @@ def read_count(stream: io.BytesIO, compact: bool, nullable: bool, min_size: int)
         raise DecodeError(f"invalid array length {n}")
     if n * min_size > remaining(stream):
         raise DecodeError(f"array of {n} elements exceeds the {remaining(stream)} bytes remaining")
+    left = getattr(stream, "elements_left", None)
+    if left is not None:
+        if n > left:
+            raise DecodeError(f"array of {n} elements exceeds the message's budget of elements ({left} left)")
+        stream.elements_left = left - n  # type: ignore[attr-defined]
     return n
 
 

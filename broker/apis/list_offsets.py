@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
+import trio
 from oncelog.broker.replica_manager import READ_COMMITTED, ReplicaManager
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
@@ -16,6 +18,8 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 UNKNOWN = -1
+#: Partitions looked up between two checkpoints, so a request naming many does not hold the event loop.
+PARTITIONS_PER_CHECKPOINT = 256
 
 
 def _lookup(broker: Broker, name: str, index: int, timestamp: int, isolation: int) -> dict:
@@ -53,16 +57,31 @@ def _lookup(broker: Broker, name: str, index: int, timestamp: int, isolation: in
 
 async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
+    listed = Counter((topic.name, p.partition_index) for topic in body.topics for p in topic.partitions)
+    topics = []
+    looked_up = 0
+    for topic in body.topics:
+        partitions = []
+        for p in topic.partitions:
+            if listed[(topic.name, p.partition_index)] > 1:
+                # Kafka answers every listing of a partition named more than once with INVALID_REQUEST
+                # (ListOffsetsRequest.duplicatePartitions), without looking it up.
+                partitions.append(_duplicate_entry(p.partition_index))
+                continue
+            looked_up += 1
+            if looked_up % PARTITIONS_PER_CHECKPOINT == 0:
+                await trio.lowlevel.checkpoint()
+            partitions.append(_lookup(broker, topic.name, p.partition_index, p.timestamp, body.isolation_level))
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _duplicate_entry(index: int) -> dict:
     return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic.name,
-                "partitions": [
-                    _lookup(broker, topic.name, p.partition_index, p.timestamp, body.isolation_level)
-                    for p in topic.partitions
-                ],
-            }
-            for topic in body.topics
-        ],
+        "partition_index": index,
+        "error_code": ErrorCode.INVALID_REQUEST,
+        "timestamp": UNKNOWN,
+        "offset": UNKNOWN,
+        "leader_epoch": UNKNOWN,
+        "old_style_offsets": [],
     }

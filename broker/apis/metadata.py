@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
+import trio
 from oncelog.broker.authorized_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS
 from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
 from oncelog.broker.request import Request
@@ -13,6 +15,8 @@ if TYPE_CHECKING:
     from oncelog.broker.services import Broker
 
 NO_LEADER_EPOCH = -1
+#: Topics answered between two checkpoints, so a request naming many does not hold the event loop.
+TOPICS_PER_CHECKPOINT = 256
 #: Kafka's MetadataResponse.NO_LEADER_ID.
 NO_LEADER_ID = -1
 
@@ -71,8 +75,12 @@ async def handle(broker: Broker, request: Request) -> dict:
     else:
         allow_create = body.allow_auto_topic_creation and broker.config.get_bool("auto.create.topics.enable")
         topics = []
-        for wanted in requested:
-            name = wanted.name
+        # Each topic once, as Kafka's handler answers the request's set of names: a topic named many times
+        # does not multiply the response.
+        # (Item access: a decoded struct's attribute access costs ten times more, too much for 100,000 names.)
+        for looked_up, name in enumerate(dict.fromkeys(map(itemgetter("name"), requested))):
+            if looked_up % TOPICS_PER_CHECKPOINT == TOPICS_PER_CHECKPOINT - 1:
+                await trio.lowlevel.checkpoint()
             topic = broker.metadata.get(name) if name is not None else None
             if topic is not None:
                 topics.append(topic_entry(broker, topic))

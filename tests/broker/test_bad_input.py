@@ -6,7 +6,10 @@ import socket
 import struct
 import tracemalloc
 
+import pytest
 import trio
+from oncelog.broker import server
+from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.server import FrameReader
 from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import SUPPORTED_VERSIONS, ApiKey, ErrorCode, decode_response
@@ -164,3 +167,22 @@ async def test_oversized_batch_is_message_too_large(start_broker) -> None:
     await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("big"))
     response = await client.request(ApiKey.PRODUCE, 7, produce_body("big", 0, batch([b"x" * 5000])))
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+async def test_a_large_frame_not_sent_in_time_closes_the_connection_and_frees_its_reservation(monkeypatch) -> None:
+    # The budget a large frame reserves is held while it arrives: one announced and never sent gives it back after
+    # LARGE_FRAME_RECEIVE_GRACE_S (plus its size at LARGE_FRAME_MIN_BYTES_PER_S), not after connections.max.idle.ms.
+    monkeypatch.setattr(server, "LARGE_FRAME_RECEIVE_GRACE_S", 0.2)
+    budget = RequestBudget(4 << 20)
+    client, server_end = socket.socketpair()
+    reader = FrameReader(NonBlockingSocket(server_end), 100 << 20, budget)
+    client.sendall(struct.pack(">i", 1 << 20) + b"\x00" * 1000)
+    try:
+        with trio.fail_after(5), pytest.raises(server.ConnectionClosed, match="not received within"):
+            await reader.next_frame()
+        assert budget.reserved == 1 << 20  # until the connection gives it back
+        reader.release()
+        assert budget.reserved == 0
+    finally:
+        client.close()
+        server_end.close()

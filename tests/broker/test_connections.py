@@ -152,9 +152,14 @@ async def test_the_writer_sends_ready_answers_together_and_never_holds_one_for_a
     and no send passes ``COALESCE_BYTES`` unless one answer alone does."""
     sends: list[list[bytes]] = []
 
+    pending = bytearray()  # a large answer goes out as its size prefix, then its bytes: one send recorded
+
     class RecordingSocket(NonBlockingSocket):
         async def send_all(self, data: bytes) -> None:
-            sends.append(_frames_in(bytes(data)))
+            pending.extend(data)
+            if len(pending) >= 4 and len(pending) >= 4 + _SIZE.unpack_from(pending)[0]:
+                sends.append(_frames_in(bytes(pending)))
+                pending.clear()
 
     _peer, end = _tcp_pair()
     connection = Connection(broker.node, RecordingSocket(end))
