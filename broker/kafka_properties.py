@@ -71,7 +71,7 @@ NOT_USED: tuple[NotUsed, ...] = (
         "helper process",
         _names(
             """num.network.threads num.io.threads num.recovery.threads.per.data.dir background.threads
-            num.replica.alter.log.dirs.threads log.cleaner.threads queued.max.requests queued.max.request.bytes
+            num.replica.alter.log.dirs.threads log.cleaner.threads queued.max.requests
             group.coordinator.threads share.coordinator.threads remote.log.manager.thread.pool.size"""
         ),
     ),
@@ -132,7 +132,7 @@ NOT_USED: tuple[NotUsed, ...] = (
             socket.connection.setup.timeout.ms socket.connection.setup.timeout.max.ms
             fetch.purgatory.purge.interval.requests producer.purgatory.purge.interval.requests
             delete.records.purgatory.purge.interval.requests share.fetch.purgatory.purge.interval.requests
-            max.incremental.fetch.session.cache.slots fetch.max.bytes"""
+            max.incremental.fetch.session.cache.slots"""
         ),
     ),
     NotUsed(
@@ -143,7 +143,7 @@ NOT_USED: tuple[NotUsed, ...] = (
             log.cleaner.min.compaction.lag.ms log.cleaner.max.compaction.lag.ms log.cleaner.io.max.bytes.per.second
             log.cleaner.io.buffer.size log.cleaner.io.buffer.load.factor log.cleaner.dedupe.buffer.size
             log.flush.start.offset.checkpoint.interval.ms log.initial.task.delay.ms log.dir.failure.timeout.ms
-            log.message.timestamp.before.max.ms log.message.timestamp.after.max.ms compression.gzip.level
+            compression.gzip.level
             compression.lz4.level compression.zstd.level offsets.load.buffer.size offsets.topic.segment.bytes
             offsets.topic.compression.codec transaction.state.log.load.buffer.size
             transaction.state.log.segment.bytes transaction.remove.expired.transaction.cleanup.interval.ms

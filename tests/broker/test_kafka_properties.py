@@ -169,3 +169,11 @@ def test_every_kafka_broker_property_name_is_accepted() -> None:
     assert len(names) > 250
     unknown = [name for name in names if name not in known_property_names() and not_used_reason(name) is None]
     assert not [name for name in unknown if not is_listener_property(name)]
+
+
+def test_no_property_oncelog_applies_is_listed_as_not_used() -> None:
+    """A property that gains a meaning in oncelog must leave NOT_USED, or the start-up warning would call it unused."""
+    from oncelog.broker.config import PROPERTIES
+    from oncelog.broker.kafka_properties import not_used_reason
+
+    assert {name: not_used_reason(name) for name in PROPERTIES if not_used_reason(name) is not None} == {}
