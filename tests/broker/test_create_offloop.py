@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -334,7 +335,7 @@ def test_the_budget_counts_the_descriptors_a_segment_really_keeps(tmp_path) -> N
     try:
         assert fd_budget.open_descriptors() - before == OPEN_FILES_PER_SEGMENT
         for _ in range(2):
-            partition_log.append(batch([b"v"]), now_ms=0)
+            partition_log.append(batch([b"v"]), now_ms=int(time.time() * 1000))  # the records' timestamps are now
             partition_log.roll()
         assert len(partition_log.segments) == 3
         assert fd_budget.open_descriptors() - before == 3 * OPEN_FILES_PER_SEGMENT  # older segments stay open
