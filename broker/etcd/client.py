@@ -74,6 +74,14 @@ def prefix_end(prefix: str) -> bytes:
     return b"\0"  # every key
 
 
+def key_range(key: str, *, prefix: bool) -> dict[str, Any]:
+    """The gateway's ``key`` / ``range_end`` fields for ``key`` alone or for every key under it."""
+    body: dict[str, Any] = {"key": _b64(key)}
+    if prefix:
+        body["range_end"] = _b64(prefix_end(key))
+    return body
+
+
 @dataclass(frozen=True)
 class KeyValue:
     """One key as etcd stores it: its value and the revisions that compare-and-swap guards use."""
@@ -158,10 +166,7 @@ class Delete:
     prefix: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"key": _b64(self.key)}
-        if self.prefix:
-            body["range_end"] = _b64(prefix_end(self.key))
-        return {"request_delete_range": body}
+        return {"request_delete_range": key_range(self.key, prefix=self.prefix)}
 
 
 @dataclass(frozen=True)
@@ -170,10 +175,7 @@ class Get:
     prefix: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"key": _b64(self.key)}
-        if self.prefix:
-            body["range_end"] = _b64(prefix_end(self.key))
-        return {"request_range": body}
+        return {"request_range": key_range(self.key, prefix=self.prefix)}
 
 
 Operation = Put | Delete | Get
@@ -240,7 +242,7 @@ class EtcdClient:
 
     async def get_prefix(self, prefix: str) -> tuple[list[KeyValue], int]:
         """Every key under ``prefix`` in key order, and the revision they were read at (to start a watch after)."""
-        answer = await self._call("/v3/kv/range", {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix))})
+        answer = await self._call("/v3/kv/range", key_range(prefix, prefix=True))
         return [KeyValue.from_json(kv) for kv in answer.get("kvs", [])], _revision(answer)
 
     async def put(self, key: str, value: bytes, *, lease: int = 0) -> int:
@@ -318,10 +320,7 @@ class EtcdClient:
         Raises ``WatchCompacted`` when that revision is gone, ``EtcdUnavailable`` when the stream breaks (the caller
         re-reads and watches again from the revision after the last batch it saw).
         """
-        create: dict[str, Any] = {"key": _b64(key), "start_revision": str(start_revision)}
-        if prefix:
-            create["range_end"] = _b64(prefix_end(key))
-        request = {"create_request": create}
+        request = {"create_request": {**key_range(key, prefix=prefix), "start_revision": str(start_revision)}}
         for base in list(self._endpoints):
             try:
                 async with self._http.stream(

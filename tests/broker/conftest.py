@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ import trio
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.node import BrokerNode
 from oncelog.protocol import ApiKey, decode_response, encode_request
+from support.etcd import EtcdProcess
 
 _SIZE = struct.Struct(">i")
 
@@ -129,3 +130,10 @@ async def broker(start_broker: Callable) -> RunningBroker:
 @pytest.fixture
 async def client(broker: RunningBroker) -> WireClient:
     return await broker.connect()
+
+
+@pytest.fixture(scope="module")
+def etcd() -> Iterator[EtcdProcess]:
+    """A real etcd on free loopback ports for the module's tests (tests/broker/etcd, tests/broker/controller)."""
+    with EtcdProcess() as server:
+        yield server

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import trio
 from oncelog.broker.controller.controller import ClusterController, controlled_shutdown
@@ -14,12 +12,6 @@ from oncelog.broker.etcd.image import MetadataFollower, MetadataImage
 from oncelog.broker.etcd.layout import BrokerRegistration, Layout
 from oncelog.broker.etcd.topics import create_topic
 from support.etcd import EtcdProcess
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdProcess]:
-    with EtcdProcess() as server:
-        yield server
 
 
 async def register(client: EtcdClient, layout: Layout, broker_id: int) -> Lease:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -20,12 +19,6 @@ from oncelog.broker.etcd.client import (
 )
 from support.etcd import EtcdProcess
 from support.ports import free_port
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdProcess]:
-    with EtcdProcess() as server:
-        yield server
 
 
 @pytest.fixture

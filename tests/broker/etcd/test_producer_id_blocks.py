@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import trio
 from oncelog.broker.etcd.client import EtcdClient
 from oncelog.broker.etcd.producer_id_blocks import claim_block
 from support.etcd import EtcdProcess
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdProcess]:
-    with EtcdProcess() as server:
-        yield server
 
 
 async def test_concurrent_claims_are_disjoint_and_contiguous(etcd: EtcdProcess) -> None:

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import trio
 from oncelog.broker.etcd.client import EtcdClient
 from oncelog.broker.etcd.election import Controller, ControllerElection
 from oncelog.broker.etcd.session import EtcdSession, SessionLost
 from support.etcd import EtcdProcess
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdProcess]:
-    with EtcdProcess() as server:
-        yield server
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
@@ -16,12 +16,6 @@ from oncelog.protocol.errors import ErrorCode
 from support.etcd import EtcdProcess
 
 BROKERS = {1: None, 2: None, 3: None}
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdProcess]:
-    with EtcdProcess() as server:
-        yield server
 
 
 @pytest.fixture
