@@ -105,6 +105,7 @@ async def run_broker(node: BrokerNode) -> None:
 
             async for signum in signals:
                 structlog.get_logger(__name__).info("shutdown", signal=signal.Signals(signum).name)
+                await node.hand_over()
                 nursery.cancel_scope.cancel()
                 break
 

@@ -235,6 +235,56 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec("transaction.max.timeout.ms", int, 900000, "Largest transaction timeout a producer may ask for."),
         PropertySpec("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state."),
         PropertySpec(
+            "transaction.state.log.replication.factor",
+            int,
+            3,
+            "Replicas of each __transaction_state partition on a cluster (a single node keeps one).",
+        ),
+        PropertySpec(
+            "offsets.topic.replication.factor",
+            int,
+            3,
+            "Replicas of each __consumer_offsets partition on a cluster (a single node keeps one).",
+        ),
+        PropertySpec(
+            "etcd.connect",
+            str,
+            "",
+            "HOST:PORT[,HOST:PORT...][/ROOT] of the etcd holding the cluster's metadata; empty: a single node.",
+        ),
+        PropertySpec(
+            "broker.session.timeout.ms",
+            int,
+            6000,
+            "A broker whose etcd session lapses for this long leaves the cluster (etcd lease TTL, whole seconds).",
+        ),
+        PropertySpec("broker.rack", str, "", "This broker's rack, for rack-aware replica placement."),
+        PropertySpec(
+            "unclean.leader.election.enable",
+            bool,
+            False,
+            "Elect a replica outside the ISR when no ISR member is alive (may lose acknowledged records).",
+            "unclean.leader.election.enable",
+        ),
+        PropertySpec(
+            "auto.leader.rebalance.enable", bool, True, "Move leadership back to preferred replicas periodically."
+        ),
+        PropertySpec(
+            "leader.imbalance.check.interval.seconds", int, 300, "How often the controller checks leader balance."
+        ),
+        PropertySpec(
+            "leader.imbalance.per.broker.percentage",
+            int,
+            10,
+            "Share of a broker's preferred leaderships held elsewhere that triggers a rebalance.",
+        ),
+        PropertySpec(
+            "controlled.shutdown.enable",
+            bool,
+            True,
+            "On SIGTERM, move leadership away before stopping (cluster only).",
+        ),
+        PropertySpec(
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             int,
             10000,

@@ -87,7 +87,7 @@ NOT_USED: tuple[NotUsed, ...] = (
             metadata.log.dir metadata.log.segment.bytes metadata.log.segment.ms
             metadata.log.max.record.bytes.between.snapshots metadata.log.max.snapshot.interval.ms
             metadata.max.retention.bytes metadata.max.retention.ms metadata.max.idle.interval.ms
-            initial.broker.registration.timeout.ms broker.heartbeat.interval.ms broker.session.timeout.ms
+            initial.broker.registration.timeout.ms broker.heartbeat.interval.ms
             inter.broker.listener.name security.inter.broker.protocol sasl.mechanism.controller.protocol
             sasl.mechanism.inter.broker.protocol early.start.listeners eligible.leader.replicas.enable
             unstable.api.versions.enable unstable.feature.versions.enable server.max.startup.time.ms
@@ -95,19 +95,17 @@ NOT_USED: tuple[NotUsed, ...] = (
         ),
     ),
     NotUsed(
-        "replication: oncelog is a single node with no followers, so these are not used until the cluster exists",
+        "replication: the data path between brokers is not wired yet, so these are not used",
         _names(
-            """offsets.topic.replication.factor transaction.state.log.replication.factor
-            transaction.state.log.min.isr share.coordinator.state.topic.replication.factor
+            """transaction.state.log.min.isr share.coordinator.state.topic.replication.factor
             share.coordinator.state.topic.min.isr num.replica.fetchers replica.fetch.backoff.ms
-            replica.fetch.max.bytes replica.fetch.min.bytes replica.fetch.response.max.bytes replica.fetch.wait.max.ms
-            replica.high.watermark.checkpoint.interval.ms replica.lag.time.max.ms replica.socket.receive.buffer.bytes
-            replica.socket.timeout.ms replica.selector.class unclean.leader.election.enable
-            unclean.leader.election.interval.ms auto.leader.rebalance.enable leader.imbalance.check.interval.seconds
-            leader.imbalance.per.broker.percentage controlled.shutdown.enable broker.rack
-            replication.quota.window.num replication.quota.window.size.seconds
-            alter.log.dirs.replication.quota.window.num alter.log.dirs.replication.quota.window.size.seconds
-            offsets.commit.timeout.ms controlled.shutdown.max.retries controlled.shutdown.retry.backoff.ms
+            replica.fetch.max.bytes replica.fetch.min.bytes replica.fetch.response.max.bytes
+            replica.fetch.wait.max.ms replica.high.watermark.checkpoint.interval.ms
+            replica.lag.time.max.ms replica.socket.receive.buffer.bytes replica.socket.timeout.ms
+            replica.selector.class unclean.leader.election.interval.ms replication.quota.window.num
+            replication.quota.window.size.seconds alter.log.dirs.replication.quota.window.num
+            alter.log.dirs.replication.quota.window.size.seconds offsets.commit.timeout.ms
+            controlled.shutdown.max.retries controlled.shutdown.retry.backoff.ms
             leader.replication.throttled.rate follower.replication.throttled.rate
             replica.alter.log.dirs.io.max.bytes.per.second"""
         ),

@@ -120,10 +120,12 @@ class MetadataStore:
                 return existing
         return None
 
-    def add(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
-        """Add a topic with a new id. Persisted before memory changes: if writing fails (OSError), nothing has
-        changed."""
-        info = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
+    def add(
+        self, name: str, partitions: int, configs: Mapping[str, str], *, topic_id: uuid.UUID | None = None
+    ) -> TopicInfo:
+        """Add a topic with a new id (or ``topic_id``, the cluster's). Persisted before memory changes: if writing
+        fails (OSError), nothing has changed."""
+        info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs))
         self._save({**self.topics, name: info})
         self.topics[name] = info
         return info

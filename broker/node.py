@@ -17,7 +17,16 @@ import structlog
 import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
-from oncelog.broker.config import BrokerConfig
+from oncelog.broker.cluster.local_follower import LocalFollower
+from oncelog.broker.cluster.member import ClusterMember
+from oncelog.broker.cluster.producer_ids import ClusterProducerIds
+from oncelog.broker.cluster.topic_store import EtcdTopicStore
+from oncelog.broker.cluster.view import ClusterView, ImageView, SingleNodeView
+from oncelog.broker.config import BrokerConfig, ConfigError
+from oncelog.broker.etcd.client import EtcdClient
+from oncelog.broker.etcd.connect import EtcdConnectError, parse_etcd_connect
+from oncelog.broker.etcd.layout import BrokerRegistration, Layout
+from oncelog.broker.etcd.producer_id_blocks import claim_block
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
 from oncelog.broker.listeners import (
@@ -47,6 +56,9 @@ from oncelog.storage.log import PartitionLog
 from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
+
+#: How long a controlled shutdown waits for its leaderships to move before the broker stops anyway.
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 
 
 class BrokerNode:
@@ -87,8 +99,23 @@ class BrokerNode:
             on_high_watermark=self._high_watermark_advanced,
         )
         self.replicas = ReplicaManager(self.logs, self.flusher)
-        self.producer_ids = ProducerIdAllocator(self.data_dir / "producer-id-block")
+        self.producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
+            self.data_dir / "producer-id-block"
+        )
         self.topics = TopicManager(self)
+        #: Brokers, controller and partition states as Metadata and the tools report them.
+        self.cluster: ClusterView = SingleNodeView(
+            self.node_id,
+            lambda listener: (self.advertised_for(listener).host, self.advertised_for(listener).port),
+            lambda topic, partition: self.logs.get(topic, partition) is not None,
+            # No leader epochs on a single node (-1): clients skip OffsetForLeaderEpoch validation.
+            lambda topic, partition: -1,
+        )
+        #: This broker's membership of an etcd cluster (``etcd.connect``), None on a single node.
+        self.member: ClusterMember | None = None
+        self._local_follower: LocalFollower | None = None
+        if config.get_str("etcd.connect"):
+            self._join_cluster(config)
         self.transactions = TransactionCoordinator(self, LocalMarkerWriter(self.replicas))
         self.groups = GroupCoordinator(self)
         #: Held by the retention sweep, by each compaction pass and by DeleteRecords' segment deletion, which must
@@ -103,6 +130,54 @@ class BrokerNode:
         self.response_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
         #: The first listener's bound port once serving.
         self.port: int | None = None
+
+    def _join_cluster(self, config: BrokerConfig) -> None:
+        """Wire the components for a cluster whose metadata is in the etcd named by ``etcd.connect``."""
+        try:
+            connect = parse_etcd_connect(config.get_str("etcd.connect"))
+        except EtcdConnectError as exc:
+            raise ConfigError(str(exc)) from exc
+        client = EtcdClient(connect.endpoints)
+        layout = Layout(connect)
+        self.member = ClusterMember(
+            client,
+            layout,
+            broker_id=self.node_id,
+            session_timeout_ms=config.get_int("broker.session.timeout.ms"),
+            controller_options={
+                "auto_rebalance": config.get_bool("auto.leader.rebalance.enable"),
+                "rebalance_interval_s": config.get_int("leader.imbalance.check.interval.seconds"),
+                "imbalance_percentage": config.get_int("leader.imbalance.per.broker.percentage"),
+                "unclean_default": config.get_bool("unclean.leader.election.enable"),
+            },
+            on_fenced=self.replicas.resign_leadership,
+        )
+        self._local_follower = LocalFollower(
+            self.node_id, self.member.follower, self.metadata, self.topics, self.replicas
+        )
+        self.topics.cluster = EtcdTopicStore(client, layout, self._local_follower)
+        member = self.member
+        self.cluster = ImageView(lambda: member.image, self.listeners[0].name)
+        self.producer_ids = ClusterProducerIds(
+            lambda: claim_block(client, layout.producer_id_block, broker_id=self.node_id)
+        )
+
+    async def hand_over(self) -> None:
+        """Before stopping on purpose: on a cluster with ``controlled.shutdown.enable``, move this broker's
+        leaderships to other in-sync replicas (waiting up to ``CONTROLLED_SHUTDOWN_TIMEOUT_S``), so clients see a
+        new leader, not a dead one. Nothing on a single node."""
+        if self.member is None or not self.config.get_bool("controlled.shutdown.enable"):
+            return
+        still_led = await self.member.shut_down(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        log.info("controlled_shutdown", node_id=self.node_id, partitions_still_led=still_led)
+
+    def _registration(self) -> BrokerRegistration:
+        """This broker as other brokers and clients find it: its advertised address on every listener."""
+        endpoints = {}
+        for listener in self.listeners:
+            address = self.advertised_for(listener.name)
+            endpoints[listener.name] = (address.host, address.port)
+        return BrokerRegistration(self.node_id, endpoints, self.config.get_str("broker.rack") or None)
 
     @property
     def advertised(self) -> Endpoint:
@@ -196,6 +271,12 @@ class BrokerNode:
                 for listener in self.listeners:
                     self.bound_ports[listener.name] = await nursery.start(serve, self, listener)
                 self.port = self.bound_ports[self.listeners[0].name]
+                if self.member is not None and self._local_follower is not None:
+                    await nursery.start(self.member.run, self._registration())
+                    self.metadata.cluster_id = self.member.cluster_id or self.metadata.cluster_id
+                    await nursery.start(self._local_follower.run)
+                    assert isinstance(self.producer_ids, ClusterProducerIds)
+                    await nursery.start(self.producer_ids.run)
                 log.info(
                     "started",
                     node_id=self.node_id,

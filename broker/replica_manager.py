@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import structlog
 import trio
+from oncelog.broker.controller.partition_change import PartitionState
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
@@ -89,6 +90,19 @@ class ReplicaManager:
         self.logs = logs
         self.flusher = flusher
         self._fetch_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
+        #: On a cluster: each local replica's state as last applied from the metadata image.
+        self.partition_states: dict[tuple[str, int], PartitionState] = {}
+
+    def apply_partition_state(self, topic: str, partition: int, state: PartitionState) -> None:
+        """Record the cluster's state of a partition this broker holds a replica of; an older leader epoch than
+        the one applied is ignored."""
+        current = self.partition_states.get((topic, partition))
+        if current is None or state.leader_epoch >= current.leader_epoch:
+            self.partition_states[(topic, partition)] = state
+
+    def resign_leadership(self) -> None:
+        """The etcd session is lost: lead nothing until the image says otherwise."""
+        self.partition_states.clear()
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from oncelog.broker.cluster.view import ClusterView
     from oncelog.broker.config import BrokerConfig
     from oncelog.broker.group.coordinator import GroupCoordinator
     from oncelog.broker.listeners import Endpoint
@@ -39,6 +40,8 @@ class Broker(Protocol):
     transactions: TransactionCoordinator
     groups: GroupCoordinator
     scram_credentials: ScramCredentialStore
+    #: Brokers, controller and partition replication states (one node, or the etcd image on a cluster).
+    cluster: ClusterView
 
     def advertised_for(self, listener_name: str | None) -> Endpoint:
         """Where clients of the listener named ``listener_name`` (None: the first) are told to connect."""

@@ -12,13 +12,15 @@ mid-way leaves the topic in ``topics.json`` with some logs missing; the next sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 from oncelog.broker.config import validate_topic_configs
+from oncelog.broker.controller.refused import Refused
+from oncelog.broker.etcd.client import EtcdError
 from oncelog.broker.faults import fault_point
 from oncelog.broker.fd_budget import (
     FDS_PER_NEW_PARTITION,
@@ -35,12 +37,18 @@ from oncelog.storage.errors import StorageError
 from oncelog.storage.segment import OPEN_FILES_PER_SEGMENT
 
 if TYPE_CHECKING:
+    from oncelog.broker.cluster.topic_store import EtcdTopicStore
     from oncelog.broker.node import BrokerNode
 
 log = structlog.get_logger(__name__)
 
 #: Kafka's CreateTopics sentinel for "use the broker default" (KIP-464).
 USE_BROKER_DEFAULT = -1
+#: The property giving each internal topic's replication factor on a cluster (a single node has one replica).
+INTERNAL_REPLICATION_FACTORS = {
+    "__consumer_offsets": "offsets.topic.replication.factor",
+    "__transaction_state": "transaction.state.log.replication.factor",
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,9 @@ class TopicManager:
         self._building: dict[str, trio.Event] = {}
         #: How many partition logs those creations are making, counted against the file-descriptor budget.
         self._pending_partitions = 0
+        #: On a cluster (``etcd.connect``): where topic changes are made; they reach this node through ``mirror``
+        #: and ``remove_local``. None on a single node, whose ``MetadataStore`` is the topics' only home.
+        self.cluster: EtcdTopicStore | None = None
 
     def ensure_logs(self, topic: TopicInfo) -> None:
         """Open or create every partition log of ``topic`` in the calling thread: for the start, before serving
@@ -97,7 +108,7 @@ class TopicManager:
         over_budget = self._descriptor_problem(num_partitions)
         if over_budget is not None:
             return over_budget
-        if replication_factor != USE_BROKER_DEFAULT and replication_factor != 1:
+        if self.cluster is None and replication_factor not in (USE_BROKER_DEFAULT, 1):
             message = (
                 "Replication factor must be larger than 0."
                 if replication_factor < 1
@@ -137,11 +148,16 @@ class TopicManager:
         once they exist (registered), or with the storage failure that stopped the creation (the logs made before it
         exist, the others are made at the next start). Callers write the metadata first and call this with no await
         in between, so ``_settled`` covers the whole time the topic's metadata is ahead of its logs."""
+        logs = self._broker.logs
+        partitions = [p for p in range(first_partition, topic.partitions) if logs.get(topic.name, p) is None]
+        return await self._build_partitions(topic, partitions)
+
+    async def _build_partitions(self, topic: TopicInfo, partitions: list[int]) -> OSError | StorageError | None:
+        """``_build_logs`` of the listed partitions (none of which has a log)."""
         name = topic.name
         assert name not in self._building, f"two creations of {name}'s logs at once"
         done = self._building[name] = trio.Event()
         logs = self._broker.logs
-        partitions = [p for p in range(first_partition, topic.partitions) if logs.get(name, p) is None]
         self._pending_partitions += len(partitions)
         try:
             config = self._broker.topic_log_config(name)
@@ -178,6 +194,12 @@ class TopicManager:
             num_partitions = self._broker.config.get_int("num.partitions")
         if validate_only:
             return TopicOutcome(ErrorCode.NONE)
+        if self.cluster is not None:
+            if replication_factor == USE_BROKER_DEFAULT:
+                replication_factor = self._broker.config.get_int("default.replication.factor")
+            overrides = {k: v for k, v in configs.items() if v is not None}
+            creation = self.cluster.create(name, num_partitions, replication_factor, overrides)
+            return await self._in_cluster(name, creation)
         try:
             topic = self._broker.metadata.add(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
         except OSError as exc:
@@ -207,6 +229,8 @@ class TopicManager:
             return failure
         if validate_only:
             return TopicOutcome(ErrorCode.NONE)
+        if self.cluster is not None:
+            return await self._in_cluster(name, self.cluster.add_partitions(name, count))
         first_new = self._broker.metadata.topics[name].partitions
         try:
             topic = self._broker.metadata.grow(name, count)
@@ -272,6 +296,12 @@ class TopicManager:
         cannot be written; logs that cannot be created are logged (appends to them fail) and made at the next start."""
         await self._settled(name)
         topic = self._broker.metadata.get(name)
+        if topic is None and self.cluster is not None:
+            factor = self._broker.config.get_int(INTERNAL_REPLICATION_FACTORS[name])
+            outcome = await self._in_cluster(name, self.cluster.create(name, partitions, factor, configs))
+            topic = self._broker.metadata.get(name)
+            if topic is None:
+                raise OSError(f"{name} could not be created on the cluster: {outcome.error.name} {outcome.message}")
         if topic is None:
             topic = self._broker.metadata.add(name, partitions, configs)
             if await self._build_logs(topic, 0) is None:
@@ -337,9 +367,54 @@ class TopicManager:
                     )
                 fault_point("topic.after_offsets_deleted")
                 await self._settled(name)  # a creation of its logs (CreateTopics, CreatePartitions) ends first
+                if self.cluster is not None:
+                    return await self._in_cluster(name, self.cluster.delete(name))
                 return self._remove(name)
             finally:
                 self.deleting.discard(name)
+
+    async def _in_cluster(self, name: str, change: Awaitable[object]) -> TopicOutcome:
+        """The outcome of a topic change made in etcd: this node's copy of the topic once it arrived here, or the
+        refusal (Kafka's code) or REQUEST_TIMED_OUT when etcd cannot be reached or the change did not arrive."""
+        try:
+            await change
+        except Refused as refused:
+            return TopicOutcome(refused.error, str(refused))
+        except EtcdError as exc:
+            log.warning("topic_change_failed", topic=name, error=str(exc))
+            return TopicOutcome(ErrorCode.REQUEST_TIMED_OUT, f"The cluster's metadata could not be changed: {exc}")
+        return TopicOutcome(ErrorCode.NONE, topic=self._broker.metadata.get(name))
+
+    async def mirror(self, topic: TopicInfo, local_partitions: Sequence[int]) -> None:
+        """Make this node's copy of a cluster topic match ``topic`` (the same id; added, grown or reconfigured) and
+        create the logs of ``local_partitions``, the partitions this node holds a replica of."""
+        metadata = self._broker.metadata
+        current = metadata.get(topic.name)
+        if current is None:
+            metadata.add(topic.name, topic.partitions, topic.configs, topic_id=topic.topic_id)
+        else:
+            if topic.partitions > current.partitions:
+                metadata.grow(topic.name, topic.partitions)
+            if topic.configs != current.configs:
+                metadata.set_configs(topic.name, topic.configs)
+                log_config = self._broker.topic_log_config(topic.name)
+                for partition in range(topic.partitions):
+                    partition_log = self._broker.logs.get(topic.name, partition)
+                    if partition_log is not None:
+                        self._broker.flusher.update_config(partition_log, log_config)
+        missing = [p for p in local_partitions if self._broker.logs.get(topic.name, p) is None]
+        if missing:
+            await self._settled(topic.name)
+            await self._build_partitions(metadata.topics[topic.name], missing)
+
+    async def remove_local(self, name: str) -> None:
+        """Remove this node's copy of a topic the cluster deleted (or replaced under a new id), with its logs and
+        the committed offsets of it that this node's group coordinator holds."""
+        await self._settled(name)
+        error = await self._broker.groups.delete_partition_offsets(lambda t, _: t == name)
+        if error != ErrorCode.NONE:
+            log.error("offsets_of_deleted_topic_kept", topic=name, error=error.name)
+        self._remove(name)
 
     def _remove(self, name: str) -> TopicOutcome:
         """Remove topic ``name`` (persisted) and delete its logs."""

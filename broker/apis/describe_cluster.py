@@ -1,4 +1,4 @@
-"""DescribeCluster (60): this node as the cluster's only broker and its controller (KIP-700, KIP-919)."""
+"""DescribeCluster (60): the cluster's brokers and its controller (KIP-700, KIP-919), from the cluster view."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ async def handle(broker: Broker, request: Request) -> dict:
         "error_message": None,
         "endpoint_type": ENDPOINT_TYPE_BROKER,
         "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.cluster.controller_id(),
         "brokers": [
             {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
             for b in advertised_brokers(broker, request.listener)

@@ -1,13 +1,15 @@
-"""FindCoordinator (10): this node coordinates every group (key_type 0) and transactional id (key_type 1).
+"""FindCoordinator (10): the coordinator of a group (key_type 0) or transactional id (key_type 1) is the leader of
+the key's partition of ``__consumer_offsets`` / ``__transaction_state`` (on a single node: this node).
 
-Like Kafka, the internal topic behind the coordinator (``__consumer_offsets`` / ``__transaction_state``) is created
-on the first lookup. v4+ looks up several keys at once.
+Like Kafka, the internal topic behind the coordinator is created on the first lookup; a partition without a leader
+answers COORDINATOR_NOT_AVAILABLE (retriable). v4+ looks up several keys at once.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
@@ -22,26 +24,25 @@ BATCHED_VERSION = 4
 
 
 async def _lookup(broker: Broker, key: str, key_type: int, listener: str | None) -> dict:
-    advertised = broker.advertised_for(listener)
-    entry = {
-        "key": key,
-        "node_id": broker.node_id,
-        "host": advertised.host,
-        "port": advertised.port,
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-    }
+    entry = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE, "error_message": None}
     if key_type == TRANSACTION:
         if not key:
             entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Transactional id must not be empty")
-        else:
-            await broker.transactions.state_log.ensure_topic()
+            return entry
+        await broker.transactions.state_log.ensure_topic()
+        partition = (TRANSACTION_STATE_TOPIC, broker.transactions.state_log.partition_for(key))
     elif key_type == GROUP:
         await broker.ensure_offsets_topic()
+        partition = (CONSUMER_OFFSETS_TOPIC, broker.groups.group_log.partition_for(key))
     else:
         entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unknown coordinator type {key_type}")
-    if entry["error_code"] != ErrorCode.NONE:
-        entry.update(node_id=-1, host="", port=-1)
+        return entry
+    state = broker.cluster.partition(*partition)
+    leader = next((b for b in broker.cluster.brokers(listener) if state and b.node_id == state.leader), None)
+    if leader is None:
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="The coordinator is not available.")
+    else:
+        entry.update(node_id=leader.node_id, host=leader.host, port=leader.port)
     return entry
 
 

@@ -1,4 +1,5 @@
-"""Metadata (3): this broker as the only broker and controller, topics (auto-created on request) and partitions."""
+"""Metadata (3): the brokers, the controller, topics (auto-created on request) and their partitions' leaders,
+replicas and ISR, from the cluster view (this node alone, or the etcd image on a cluster)."""
 
 from __future__ import annotations
 
@@ -36,25 +37,36 @@ def topic_entry(broker: Broker, topic: TopicInfo) -> dict:
 
 
 def _partition_entry(broker: Broker, topic: str, partition: int) -> dict:
-    node_id = broker.node_id
-    available = broker.logs.get(topic, partition) is not None
+    state = broker.cluster.partition(topic, partition)
+    if state is None or state.leader == NO_LEADER_ID:
+        replicas = list(state.replicas) if state else []
+        return {
+            "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": partition,
+            "leader_id": NO_LEADER_ID,
+            "leader_epoch": state.leader_epoch if state else NO_LEADER_EPOCH,
+            "replica_nodes": replicas,
+            "isr_nodes": list(state.isr) if state else [],
+            "offline_replicas": replicas,
+        }
+    live = {b.node_id for b in broker.cluster.brokers(None)}
     return {
-        "error_code": ErrorCode.NONE if available else ErrorCode.LEADER_NOT_AVAILABLE,
+        "error_code": ErrorCode.NONE,
         "partition_index": partition,
-        "leader_id": node_id if available else NO_LEADER_ID,
-        # No leader epochs are exposed (-1), so clients skip OffsetForLeaderEpoch validation.
-        "leader_epoch": NO_LEADER_EPOCH,
-        "replica_nodes": [node_id],
-        "isr_nodes": [node_id],
-        "offline_replicas": [],
+        "leader_id": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "replica_nodes": list(state.replicas),
+        "isr_nodes": list(state.isr),
+        "offline_replicas": [r for r in state.replicas if r not in live],
     }
 
 
 def advertised_brokers(broker: Broker, listener: str | None) -> list[dict]:
-    """The live brokers clients are told about (this node only): id, host and port advertised for the listener the
-    request came in on (as Kafka answers), rack (none)."""
-    advertised = broker.advertised_for(listener)
-    return [{"node_id": broker.node_id, "host": advertised.host, "port": advertised.port, "rack": None}]
+    """The live brokers clients are told about: id, host and port advertised for the listener the request came in
+    on (as Kafka answers), rack."""
+    return [
+        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in broker.cluster.brokers(listener)
+    ]
 
 
 def error_entry(name: str, error: ErrorCode) -> dict:
@@ -101,7 +113,7 @@ async def handle(broker: Broker, request: Request) -> dict:
         "throttle_time_ms": 0,
         "brokers": advertised_brokers(broker, request.listener),
         "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.cluster.controller_id(),
         "topics": topics,
         "cluster_authorized_operations": CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else OMITTED,
     }

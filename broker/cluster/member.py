@@ -1,0 +1,138 @@
+"""A broker's membership of the cluster: one etcd session, the broker's registration under it, the metadata image
+it follows, and its candidacy for the controller role.
+
+Lifetime (``run``): read or set the cluster id, follow the metadata, then per session: grant a lease, register
+(``ROOT/brokers/<id>`` with the broker's advertised endpoints) and campaign for the controller while the lease lives.
+When the session is lost (etcd says the lease expired, or no renewal got through for a whole TTL), etcd has already
+deleted the registration and the controller key: ``on_fenced`` is called at once, so the broker stops acting as
+leader of anything (another broker may be leading its partitions already), and a new session starts. The image is
+followed across sessions: a broker that cannot reach etcd keeps serving what it leads until its session is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+import trio
+from oncelog.broker.controller.controller import ClusterController, controlled_shutdown
+from oncelog.broker.etcd.client import Compare, EtcdClient, EtcdError, Get, Put
+from oncelog.broker.etcd.image import MetadataFollower, MetadataImage
+from oncelog.broker.etcd.layout import BrokerRegistration, Layout
+from oncelog.broker.etcd.session import EtcdSession, SessionLost
+from oncelog.broker.etcd.topics import new_topic_id
+
+log = structlog.get_logger(__name__)
+
+#: oncelog's ``broker.session.timeout.ms`` default: Kafka's is 9000; 6 s (an etcd lease of 6 s renewed every 2 s)
+#: lets a lost broker's partitions move sooner while three renewals may fail before the session is lost.
+BROKER_SESSION_TIMEOUT_MS = 6000
+#: How long to wait before starting a new session after one was lost or could not be started.
+SESSION_RETRY_S = 1.0
+
+
+class ClusterMember:
+    """One broker's part in the cluster; ``image`` is the cluster as last read from etcd."""
+
+    def __init__(
+        self,
+        client: EtcdClient,
+        layout: Layout,
+        *,
+        broker_id: int,
+        session_timeout_ms: int,
+        controller_options: dict[str, object],
+        on_fenced: Callable[[], None],
+    ) -> None:
+        """``controller_options`` are ``ClusterController``'s keyword settings (rebalance, unclean election);
+        ``on_fenced`` is called when the session is lost, before anything else happens."""
+        self.client = client
+        self.layout = layout
+        self.broker_id = broker_id
+        self.follower = MetadataFollower(client, layout)
+        self._session_timeout_ms = session_timeout_ms
+        self._controller_options = controller_options
+        self._on_fenced = on_fenced
+        self.cluster_id: str | None = None
+        #: Set while this broker holds a live session and its registration is in etcd.
+        self.registered = False
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.follower.image
+
+    async def run(
+        self, registration: BrokerRegistration, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Be a member until cancelled; reports started once registered and once the image shows the registration."""
+        self.cluster_id = await self._cluster_id()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.follower.run)
+            while True:
+                try:
+                    await self._session(registration, task_status)
+                except* SessionLost:
+                    pass
+                except* EtcdError as failed:
+                    log.warning("cluster session could not start; retrying", error=str(failed.exceptions[0]))
+                task_status = trio.TASK_STATUS_IGNORED
+                if self.registered:
+                    self.registered = False
+                    self._on_fenced()
+                await trio.sleep(SESSION_RETRY_S)
+
+    async def _session(self, registration: BrokerRegistration, task_status: trio.TaskStatus[None]) -> None:
+        session = EtcdSession(self.client, session_timeout_ms=self._session_timeout_ms)
+        lease = await session.start()
+        await self.client.put(self.layout.broker(self.broker_id), registration.to_json(), lease=lease.id)
+        self.registered = True
+        log.info("registered", broker_id=self.broker_id, lease=lease.id, ttl_s=session.ttl_s)
+        controller = ClusterController(
+            self.client,
+            self.layout,
+            self.follower,
+            broker_id=self.broker_id,
+            lease_id=lease.id,
+            **self._controller_options,  # type: ignore[arg-type]
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.run)
+            image = self.image
+            while self.broker_id not in image.brokers:
+                image = await self.follower.next_image(after=image.revision)
+            nursery.start_soon(controller.run)
+            task_status.started()
+
+    async def shut_down(self, timeout_s: float) -> int:
+        """Controlled shutdown: move every leadership and ISR membership of this broker to others and wait (up to
+        ``timeout_s``) until the image shows it, so clients find the new leaders before this broker stops. Returns
+        how many partitions still list this broker as leader (0 when it all moved)."""
+        with trio.move_on_after(timeout_s):
+            try:
+                await controlled_shutdown(self.client, self.layout, self.image, self.broker_id)
+            except EtcdError as exc:
+                log.warning("controlled shutdown could not reach etcd", error=str(exc))
+                return len(self._led())
+            image = self.image
+            while self._led(image):
+                image = await self.follower.next_image(after=image.revision)
+        return len(self._led())
+
+    def _led(self, image: MetadataImage | None = None) -> list[tuple[str, int]]:
+        image = image or self.image
+        return [tp for tp, state in image.topic_partitions().items() if state.leader == self.broker_id]
+
+    async def _cluster_id(self) -> str:
+        """The cluster's id: read, or written by the first broker ever (create-if-absent, so all agree)."""
+        key = self.layout.cluster_id
+        while True:
+            try:
+                result = await self.client.txn([Compare.absent(key)], [Put(key, new_topic_id().encode())], [Get(key)])
+                if result.succeeded:
+                    value = await self.client.get(key)
+                    assert value is not None
+                    return value.value.decode()
+                return result.ranges[0][0].value.decode()
+            except EtcdError as exc:
+                log.warning("etcd unreachable while reading the cluster id; retrying", error=str(exc))
+                await trio.sleep(SESSION_RETRY_S)

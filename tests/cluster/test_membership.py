@@ -1,0 +1,119 @@
+"""A cluster of three broker processes on one etcd, seen through a stock client (confluent-kafka's admin client):
+registration, the controller, replica placement at CreateTopics, leader election when a broker dies, controlled
+shutdown and topic deletion everywhere."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import NewTopic
+from support.cluster import Cluster
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    with Cluster(3) as running:
+        yield running
+
+
+def create(cluster: Cluster, name: str, partitions: int, replication_factor: int) -> None:
+    admin = cluster.admin()  # kept alive until the answer arrives
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)], operation_timeout=30
+    )
+    futures[name].result(timeout=60)
+
+
+def test_every_broker_reports_every_broker_and_one_controller(cluster: Cluster) -> None:
+    controllers = set()
+    for node_id in cluster.brokers:
+        metadata = cluster.metadata(via=node_id)
+        assert sorted(metadata.brokers) == [1, 2, 3]
+        assert {b.port for b in metadata.brokers.values()} == {b.port for b in cluster.brokers.values()}
+        controllers.add(metadata.controller_id)
+    assert len(controllers) == 1
+    assert controllers <= {1, 2, 3}
+    cluster_ids = {cluster.metadata(via=n).cluster_id for n in cluster.brokers}
+    assert len(cluster_ids) == 1
+
+
+def test_a_replicated_topic_is_placed_over_every_broker(cluster: Cluster) -> None:
+    create(cluster, "orders", partitions=6, replication_factor=3)
+    metadata = cluster.wait_for(lambda md: "orders" in md.topics, "orders")
+    partitions = metadata.topics["orders"].partitions
+    assert len(partitions) == 6
+    for p in partitions.values():
+        assert sorted(p.replicas) == [1, 2, 3]
+        assert sorted(p.isrs) == [1, 2, 3]
+        assert p.leader == p.replicas[0]
+    # Leadership is spread: each broker leads two of the six partitions.
+    assert sorted(p.leader for p in partitions.values()) == [1, 1, 2, 2, 3, 3]
+    # Every broker made the logs of every partition it holds a replica of (all six, here).
+    for broker in cluster.brokers.values():
+        deadline = time.monotonic() + 10
+        while len(list(broker.data_dir.glob("orders-*"))) < 6 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sorted(d.name for d in broker.data_dir.glob("orders-*")) == [f"orders-{i}" for i in range(6)]
+
+
+def test_replication_factor_above_the_broker_count_is_refused(cluster: Cluster) -> None:
+    with pytest.raises(KafkaException) as refused:
+        create(cluster, "too-many", partitions=1, replication_factor=4)
+    assert refused.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
+
+
+def test_a_killed_leader_is_replaced_from_the_isr(cluster: Cluster) -> None:
+    create(cluster, "failover", partitions=3, replication_factor=3)
+    before = cluster.wait_for(lambda md: "failover" in md.topics, "failover").topics["failover"].partitions
+    victim = before[0].leader
+    cluster.brokers[victim].kill()
+    after = cluster.wait_for(
+        lambda md: (
+            victim not in md.brokers
+            and all(p.leader not in (victim, -1) for p in md.topics["failover"].partitions.values())
+        ),
+        f"new leaders without broker {victim}",
+    )
+    for p in after.topics["failover"].partitions.values():
+        assert victim not in p.isrs
+        assert sorted(p.isrs) == sorted(r for r in p.replicas if r != victim)
+    # A broker that comes back is registered again (its replicas rejoin the ISR once they catch up: replication).
+    cluster.brokers[victim].start()
+    cluster.wait_for(lambda md: victim in md.brokers, f"broker {victim} back")
+
+
+def test_the_controller_moves_when_its_broker_dies(cluster: Cluster) -> None:
+    controller = cluster.metadata().controller_id
+    cluster.brokers[controller].kill()
+    metadata = cluster.wait_for(
+        lambda md: md.controller_id not in (controller, -1) and controller not in md.brokers, "a new controller"
+    )
+    assert metadata.controller_id in set(cluster.brokers) - {controller}
+
+
+def test_controlled_shutdown_moves_leadership_before_the_broker_stops(cluster: Cluster) -> None:
+    create(cluster, "handover", partitions=3, replication_factor=3)
+    before = cluster.wait_for(lambda md: "handover" in md.topics, "handover").topics["handover"].partitions
+    leaving = before[0].leader
+    assert cluster.brokers[leaving].stop() == 0
+    # No wait for a session to lapse: the leaderships moved before the process ended.
+    metadata = cluster.metadata()
+    for p in metadata.topics["handover"].partitions.values():
+        assert p.leader not in (leaving, -1)
+        assert leaving not in p.isrs
+
+
+def test_a_deleted_topic_is_gone_from_every_broker(cluster: Cluster) -> None:
+    create(cluster, "short-lived", partitions=2, replication_factor=3)
+    cluster.wait_for(lambda md: "short-lived" in md.topics, "short-lived")
+    admin = cluster.admin()
+    admin.delete_topics(["short-lived"], operation_timeout=30)["short-lived"].result(timeout=60)
+    for node_id, broker in cluster.brokers.items():
+        cluster.wait_for(lambda md: "short-lived" not in md.topics, "deletion", via=node_id)
+        deadline = time.monotonic() + 10
+        while list(broker.data_dir.glob("short-lived-*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not list(broker.data_dir.glob("short-lived-*"))
