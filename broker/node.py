@@ -18,7 +18,9 @@ import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
 from oncelog.broker.cluster.local_follower import LocalFollower
+from oncelog.broker.cluster.markers import ClusterMarkerWriter
 from oncelog.broker.cluster.member import ClusterMember
+from oncelog.broker.cluster.peers import PeerConnections
 from oncelog.broker.cluster.producer_ids import ClusterProducerIds
 from oncelog.broker.cluster.topic_store import EtcdTopicStore
 from oncelog.broker.cluster.view import ClusterView, ImageView, SingleNodeView
@@ -49,7 +51,7 @@ from oncelog.broker.startup import DataDirLock
 from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
-from oncelog.broker.txn.markers import LocalMarkerWriter
+from oncelog.broker.txn.markers import LocalMarkerWriter, MarkerWriter
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import StorageError
 from oncelog.storage.log import PartitionLog
@@ -114,9 +116,14 @@ class BrokerNode:
         #: This broker's membership of an etcd cluster (``etcd.connect``), None on a single node.
         self.member: ClusterMember | None = None
         self._local_follower: LocalFollower | None = None
+        #: Connections to the other brokers of a cluster (None on a single node).
+        self.peers: PeerConnections | None = None
+        markers: MarkerWriter = LocalMarkerWriter(self.replicas)
         if config.get_str("etcd.connect"):
             self._join_cluster(config)
-        self.transactions = TransactionCoordinator(self, LocalMarkerWriter(self.replicas))
+            self.peers = PeerConnections(self.node_id, self._inter_broker_address)
+            markers = ClusterMarkerWriter(self.node_id, self.cluster.partition, markers, self.peers)
+        self.transactions = TransactionCoordinator(self, markers)
         self.groups = GroupCoordinator(self)
         #: Held by the retention sweep, by each compaction pass and by DeleteRecords' segment deletion, which must
         #: not change a log's segments at once.
@@ -170,6 +177,13 @@ class BrokerNode:
             return
         still_led = await self.member.shut_down(CONTROLLED_SHUTDOWN_TIMEOUT_S)
         log.info("controlled_shutdown", node_id=self.node_id, partitions_still_led=still_led)
+
+    def _inter_broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where other brokers are reached: their registered endpoint on this broker's first listener's name."""
+        if self.member is None:
+            return None
+        registration = self.member.image.brokers.get(broker_id)
+        return registration.endpoints.get(self.listeners[0].name) if registration else None
 
     def _registration(self) -> BrokerRegistration:
         """This broker as other brokers and clients find it: its advertised address on every listener."""
@@ -271,7 +285,8 @@ class BrokerNode:
                 for listener in self.listeners:
                     self.bound_ports[listener.name] = await nursery.start(serve, self, listener)
                 self.port = self.bound_ports[self.listeners[0].name]
-                if self.member is not None and self._local_follower is not None:
+                if self.member is not None and self._local_follower is not None and self.peers is not None:
+                    await nursery.start(self.peers.run)
                     await nursery.start(self.member.run, self._registration())
                     self.metadata.cluster_id = self.member.cluster_id or self.metadata.cluster_id
                     await nursery.start(self._local_follower.run)

@@ -261,6 +261,10 @@ class OffsetsMixin:
     def _check_transaction(
         self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, fenced: ErrorCode
     ) -> ErrorCode:
+        if not self._broker.transactions.coordinates(transactional_id):
+            # On a cluster the transaction lives on another broker, which added this group's partition to it before
+            # the client was told to send this (AddOffsetsToTxn); until brokers ask each other, it is not re-checked.
+            return ErrorCode.NONE
         metadata = self._broker.transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING

@@ -29,7 +29,7 @@ from oncelog.broker.clock import now_ms
 from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.faults import fault_point
 from oncelog.broker.keyed_locks import KeyedLocks
-from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from oncelog.broker.txn.markers import MarkerWriter, TxnMarker
 from oncelog.broker.txn.metadata import (
     COMPLETED_STATES,
@@ -483,11 +483,22 @@ class TransactionCoordinator:
 
     # Produce-path check ----------------------------------------------------------------------------------------
 
+    def coordinates(self, transactional_id: str) -> bool:
+        """Whether this broker is the coordinator of ``transactional_id``: the leader of its ``__transaction_state``
+        partition (always on a single node; also while the topic does not exist yet, when no transaction can)."""
+        state = self._broker.cluster.partition(TRANSACTION_STATE_TOPIC, self.state_log.partition_for(transactional_id))
+        return state is None or state.leader == self._broker.node_id
+
     def verify_produce(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
     ) -> ErrorCode:
         """A transactional write is accepted only for a partition already added to the producer's open transaction
-        (KIP-890's defence against hanging transactions)."""
+        (KIP-890's defence against hanging transactions). On a cluster only the transactional id's coordinator can
+        tell; a partition leader that is not its coordinator accepts the write unverified (as Kafka does with
+        ``transaction.partition.verification.enable=false``) until leaders ask the coordinator (KIP-890's
+        AddPartitionsToTxn verify-only)."""
+        if not self.coordinates(transactional_id):
+            return ErrorCode.NONE
         metadata = self._transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
