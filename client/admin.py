@@ -11,7 +11,7 @@ from oncelog.client.cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, C
 from oncelog.client.errors import KafkaError, error_for
 from oncelog.client.security import connection_security
 from oncelog.client.txn_manager import coordinator_request
-from oncelog.client.types import TopicPartition
+from oncelog.client.types import BrokerNode, ClusterDescription, PartitionReplicas, TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK as HIGH_WATERMARK  # delete_records' "all"
 
@@ -238,6 +238,37 @@ class Admin:
             parts = sorted(t.partitions, key=lambda p: p.partition_index)
             out[t.name] = {p.partition_index: p.leader_id for p in parts}
         return out
+
+    async def describe_partitions(self, names: Iterable[str] | None) -> dict[str, list[PartitionReplicas]]:
+        """Each topic's partitions with leader, replicas, ISR and offline replicas (every topic when ``names`` is
+        None); raises the error of an unknown topic."""
+        resp = await self._cluster.refresh_metadata(None if names is None else list(names), allow_auto_create=False)
+        out: dict[str, list[PartitionReplicas]] = {}
+        for t in resp.topics:
+            if t.error_code:
+                raise error_for(t.error_code, f"topic {t.name}")
+            out[t.name] = [
+                PartitionReplicas(
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch,
+                    tuple(p.replica_nodes),
+                    tuple(p.isr_nodes),
+                    tuple(p.offline_replicas or ()),
+                )
+                for p in sorted(t.partitions, key=lambda p: p.partition_index)
+            ]
+        return out
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """The cluster id, the controller, the live brokers and every partition's replication state (Metadata)."""
+        partitions = await self.describe_partitions(None)
+        resp = self._cluster
+        brokers = tuple(
+            BrokerNode(node_id, host, port, self._cluster.racks.get(node_id))
+            for node_id, (host, port) in sorted(resp.brokers.items())
+        )
+        return ClusterDescription(resp.cluster_id, resp.controller_id, brokers, partitions)
 
     async def delete_records(
         self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int = ADMIN_TIMEOUT_MS

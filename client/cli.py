@@ -31,10 +31,10 @@ from oncelog.client.group_lag import as_json, format_table, group_partitions, la
 from oncelog.client.producer import Producer
 from oncelog.client.progress import ProgressBar
 from oncelog.client.security import read_command_config
-from oncelog.client.types import ConsumerRecord, TopicPartition
+from oncelog.client.types import ConsumerRecord, PartitionReplicas, TopicPartition
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-CLIENT_COMMANDS = ("topic", "produce", "consume", "txn", "group", "copy")
+CLIENT_COMMANDS = ("topic", "cluster", "produce", "consume", "txn", "group", "copy")
 #: The exit code of a command stopped by SIGINT or SIGTERM (the shell's 128 + SIGINT).
 EXIT_INTERRUPTED = 130
 #: ListOffsets' timestamp of the log-end offset.
@@ -127,6 +127,13 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     )
     for p in (create, lst, describe, delete, alter, delrec):
         _bootstrap(p)
+
+    cluster = subparsers.add_parser("cluster", help="describe the cluster: brokers, controller, partition health")
+    csub = cluster.add_subparsers(dest="action", required=True)
+    cdesc = csub.add_parser(
+        "describe", help="brokers, the controller, and under-replicated and offline partitions (internal included)"
+    )
+    _bootstrap(cdesc)
 
     produce = subparsers.add_parser("produce", help="write lines of stdin or a file as records")
     produce.add_argument("topic")
@@ -250,6 +257,7 @@ def run(args: argparse.Namespace, *, stdin: IO[str] | None = None, stdout: IO[st
     out = stdout or sys.stdout
     handler: Handler = {
         "topic": _topic,
+        "cluster": _cluster,
         "produce": _produce,
         "consume": _consume,
         "txn": _txn,
@@ -340,10 +348,10 @@ async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str], _tally: T
             low = (await admin.delete_records({tp: args.before}))[tp]
             print(f"{tp.topic}-{tp.partition}\tlow_watermark={low}", file=out)
         elif args.action == "describe":
-            for name, parts in (await admin.describe_topics(args.names)).items():
-                print(f"{name}\tpartitions={len(parts)}", file=out)
-                for p, leader in parts.items():
-                    print(f"  partition={p}\tleader={leader}", file=out)
+            for name, parts in (await admin.describe_partitions(args.names)).items():
+                print(f"{name}\tpartitions={len(parts)}\treplication_factor={len(parts[0].replicas)}", file=out)
+                for part in parts:
+                    print(f"  {_replicas_line(part)}", file=out)
         else:
             code = 0
             for name, err in (await admin.delete_topics(args.names)).items():
@@ -351,6 +359,34 @@ async def _topic(args: argparse.Namespace, _in: IO[str], out: IO[str], _tally: T
                 code = code or (1 if err else 0)
             return code
     return 0
+
+
+def _replicas_line(part: PartitionReplicas) -> str:
+    """One partition as ``kafka-topics.sh --describe`` shows it: leader, replicas, ISR (and offline replicas)."""
+    line = f"partition={part.partition}\tleader={part.leader}\treplicas={_ids(part.replicas)}\tisr={_ids(part.isr)}"
+    return line + (f"\toffline={_ids(part.offline)}" if part.offline else "")
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return ",".join(map(str, ids))
+
+
+async def _cluster(args: argparse.Namespace, _in: IO[str], out: IO[str], _tally: Tally) -> int:
+    """``cluster describe``: exit code 0 when every partition is fully replicated, 1 otherwise (for scripts)."""
+    async with Admin(args.bootstrap_server, **_security(args)) as admin:
+        cluster = await admin.describe_cluster()
+    print(f"cluster_id={cluster.cluster_id}\tcontroller={cluster.controller}", file=out)
+    for broker in cluster.brokers:
+        rack = f"\track={broker.rack}" if broker.rack else ""
+        print(f"broker={broker.node_id}\t{broker.host}:{broker.port}{rack}", file=out)
+    partitions = [(topic, part) for topic, parts in sorted(cluster.partitions.items()) for part in parts]
+    offline = [(t, p) for t, p in partitions if p.leader < 0]
+    under = [(t, p) for t, p in partitions if p.leader >= 0 and p.under_replicated]
+    print(f"partitions={len(partitions)}\tunder_replicated={len(under)}\toffline={len(offline)}", file=out)
+    for label, items in (("under-replicated", under), ("offline", offline)):
+        for topic, part in items:
+            print(f"{label}\ttopic={topic}\t{_replicas_line(part)}", file=out)
+    return 1 if under or offline else 0
 
 
 async def _produce(args: argparse.Namespace, stdin: IO[str], out: IO[str], tally: Tally) -> int:

@@ -94,6 +94,7 @@ class Cluster:
         self.metadata_max_age_ms = metadata_max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.racks: dict[int, str | None] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id: str | None = None
         self.controller_id = -1
@@ -235,6 +236,7 @@ class Cluster:
                         raise
                     await anyio.sleep(self.retry_backoff_ms / 1000)
             self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+            self.racks = {b.node_id: b.rack for b in resp.brokers}
             self.cluster_id = resp.cluster_id
             self.controller_id = resp.controller_id
             if wanted is None:

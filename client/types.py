@@ -43,3 +43,33 @@ class GroupMetadata(NamedTuple):
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+class PartitionReplicas(NamedTuple):
+    """A partition's leader, replicas (assignment order), in-sync replicas and replicas on brokers that are down."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+
+class BrokerNode(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class ClusterDescription(NamedTuple):
+    cluster_id: str | None
+    controller: int
+    brokers: tuple[BrokerNode, ...]
+    #: ``{topic: [partition, ...]}`` of every topic, internal ones included.
+    partitions: dict[str, list[PartitionReplicas]]

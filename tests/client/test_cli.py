@@ -36,12 +36,12 @@ def test_topic_commands(bootstrap_servers: str) -> None:
     assert code == 0 and name in out.split()
     code, out = cli("topic", "describe", name, *b)
     assert code == 0 and out.splitlines() == [
-        f"{name}\tpartitions=2",
-        "  partition=0\tleader=1",
-        "  partition=1\tleader=1",
+        f"{name}\tpartitions=2\treplication_factor=1",
+        "  partition=0\tleader=1\treplicas=1\tisr=1",
+        "  partition=1\tleader=1\treplicas=1\tisr=1",
     ]
     assert cli("topic", "alter", name, "--partitions", "3", *b) == (0, f"{name} now has 3 partitions\n")
-    assert cli("topic", "describe", name, *b)[1].splitlines()[0] == f"{name}\tpartitions=3"
+    assert cli("topic", "describe", name, *b)[1].splitlines()[0] == f"{name}\tpartitions=3\treplication_factor=1"
     assert cli("topic", "alter", name, "--partitions", "3", *b)[0] == 1  # INVALID_PARTITIONS: no increase
     assert cli("topic", "delete", name, *b) == (0, f"deleted {name}\n")
     assert name not in cli("topic", "list", *b)[1].split()

@@ -4,8 +4,11 @@ shutdown and topic deletion everywhere."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -117,3 +120,33 @@ def test_a_deleted_topic_is_gone_from_every_broker(cluster: Cluster) -> None:
         while list(broker.data_dir.glob("short-lived-*")) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not list(broker.data_dir.glob("short-lived-*"))
+
+
+def oncelog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "oncelog"), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_cluster_and_topic_describe_show_replicas_isr_and_lost_brokers(cluster: Cluster) -> None:
+    create(cluster, "described", partitions=3, replication_factor=3)
+    cluster.wait_for(lambda md: "described" in md.topics, "described")
+    healthy = oncelog("cluster", "describe", "-b", cluster.bootstrap)
+    assert healthy.returncode == 0, healthy.stderr
+    lines = healthy.stdout.splitlines()
+    assert lines[0].startswith("cluster_id=") and f"controller={cluster.metadata().controller_id}" in lines[0]
+    assert [line.split("\t")[0] for line in lines[1:4]] == ["broker=1", "broker=2", "broker=3"]
+    assert "\tunder_replicated=0\toffline=0" in lines[4]
+    topic = oncelog("topic", "describe", "described", "-b", cluster.bootstrap).stdout.splitlines()
+    assert topic[0] == "described\tpartitions=3\treplication_factor=3"
+    assert all("\treplicas=" in line and "\tisr=" in line for line in topic[1:])
+
+    cluster.brokers[3].kill()
+    cluster.wait_for(lambda md: 3 not in md.brokers, "broker 3 gone")
+    degraded = oncelog("cluster", "describe", "-b", cluster.live_bootstrap())
+    assert degraded.returncode == 1
+    under = [line for line in degraded.stdout.splitlines() if line.startswith("under-replicated\ttopic=described")]
+    assert len(under) == 3
+    assert all(
+        "\toffline=3" in line and "isr=" in line and "3" not in line.split("isr=")[1].split("\t")[0] for line in under
+    )
