@@ -73,8 +73,9 @@ def sync(extras: list[str]) -> None:
 
 
 def ensure_system_packages() -> None:
-    """kcat, Node.js (with npm) and etcd are test-only system tools; install the missing ones from Debian's packages."""
-    tools = (("kcat", "kcat"), ("npm", "npm"), ("etcd", "etcd-server"))
+    """kcat, Node.js (with npm) and etcd (with etcdctl) are test-only system tools; install the missing ones from
+    Debian's packages."""
+    tools = (("kcat", "kcat"), ("npm", "npm"), ("etcd", "etcd-server"), ("etcdctl", "etcd-client"))
     missing = [package for tool, package in tools if not shutil.which(tool)]
     if not missing:
         return

@@ -50,7 +50,9 @@ def configure_logging(level: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oncelog", description="A Kafka-compatible transactional broker.")
     commands = parser.add_subparsers(dest="command", required=True)
-    broker = commands.add_parser("broker", help="run a single-node broker")
+    broker = commands.add_parser(
+        "broker", help="run a broker: a single node, or a cluster member with --set etcd.connect=HOST:PORT[/ROOT]"
+    )
     broker.add_argument("--data-dir", default=None, help=f"partition logs live here (default {DEFAULT_DATA_DIR})")
     broker.add_argument(
         "--listen",
