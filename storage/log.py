@@ -465,17 +465,14 @@ class PartitionLog:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, max timestamp) of the first batch holding offsets at or above the log start offset whose max
-        timestamp is >= ``timestamp_ms``, or None.
-
-        The offset is the batch's base offset, raised to the log start offset when the batch straddles it.
-        """
+        """(offset, timestamp) of the first record at or above the log start offset whose timestamp is >=
+        ``timestamp_ms`` (see ``LogSegment.find_timestamp``), or None."""
         for segment in self._segments:
             if segment.next_offset <= self.log_start_offset or segment.max_timestamp < timestamp_ms:
                 continue
-            header = segment.find_timestamp(timestamp_ms, self.log_start_offset)
-            if header is not None:
-                return max(header.base_offset, self.log_start_offset), header.max_timestamp
+            found = segment.find_timestamp(timestamp_ms, self.log_start_offset)
+            if found is not None:
+                return found
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:

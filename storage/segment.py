@@ -24,7 +24,8 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from oncelog.protocol.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from oncelog.protocol.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, InvalidBatchError, parse_header
+from oncelog.protocol.records.codec import decode_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import StorageError
 from oncelog.storage.faults import fault_point
@@ -323,16 +324,25 @@ class LogSegment:
                 return pos, header
         return None
 
-    def find_timestamp(self, timestamp: int, starting_offset: int = 0) -> BatchHeader | None:
-        """Header of the first batch holding offsets at or above ``starting_offset`` whose max timestamp is >=
-        ``timestamp`` (Kafka's LogSegment.findOffsetByTimestamp); None if there is none."""
+    def find_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or above ``starting_offset`` whose timestamp is >= ``timestamp``
+        (Kafka's LogSegment.findOffsetByTimestamp and FileRecords.searchForTimestamp: the batches are skipped by
+        their max timestamp, the first batch that reaches it is decoded); None if there is none. A LogAppendTime
+        batch's records carry its max timestamp. A batch that no longer decodes answers its base offset."""
         if self.max_timestamp < timestamp:
             return None
         floor = self.time_index.lookup(timestamp)
         start = self.offset_index.lookup(max(floor or 0, starting_offset))
-        for _pos, header in self.iter_headers(start):
-            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
-                return header
+        for pos, header in self.iter_headers(start):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            try:
+                _header, records = decode_batch(self.pread(header.size, pos))
+            except InvalidBatchError:
+                return max(header.base_offset, starting_offset), header.max_timestamp
+            for record in records:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.offset, record.timestamp
         return None
 
     def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:

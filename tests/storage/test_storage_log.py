@@ -11,6 +11,7 @@ import pytest
 from batches import make_batch
 from oncelog.protocol.records.batch import iter_headers, parse_header
 from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_records
+from oncelog.protocol.records.compression import Compression
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
     CorruptRecordError,
@@ -209,6 +210,22 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert log2.max_timestamp_offset() == (3, 600)
     assert log.max_timestamp_offset() == (98, 1490)
     assert open_log(tmp_path, name="empty-0").max_timestamp_offset() is None
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4])
+def test_offset_for_timestamp_answers_the_first_record_that_reaches_it(tmp_path: Path, codec: int) -> None:
+    """Kafka's FileRecords.searchForTimestamp: the first record of the batch whose timestamp is >= the target, with
+    that record's timestamp, not the batch's base offset and max timestamp."""
+    log = open_log(tmp_path)
+    now = 1_000_000_000_000
+    log.append(encode_batch([SimpleRecord(b"k", b"v", (), 10)]), now_ms=now)
+    stamps = (1, 999_999_999_999, 5, 1_000_000_000_000)
+    records = [SimpleRecord(b"k", b"v", (), ts) for ts in stamps]
+    log.append(encode_batch(records, compression=codec), now_ms=now)
+    assert log.offset_for_timestamp(999_999_999_999) == (2, 999_999_999_999)
+    assert log.offset_for_timestamp(999_999_999_999 + 1) == (4, 1_000_000_000_000)
+    assert log.offset_for_timestamp(11) == (2, 999_999_999_999)  # offset 1 (timestamp 1) does not reach 11
+    assert log.offset_for_timestamp(1) == (0, 10)
 
 
 def test_retention_by_time(tmp_path: Path) -> None:
