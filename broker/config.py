@@ -190,6 +190,15 @@ PROPERTIES: dict[str, PropertySpec] = {
             "delete.retention.ms",
             topic_minimum=0,
         ),
+        PropertySpec(
+            "log.cleaner.max.compaction.lag.ms",
+            int,
+            9223372036854775807,
+            "Longest a record of a compacted log stays uncompacted: the active segment rolls at this age (if below "
+            "log.roll.ms) and the next compaction pass cleans it.",
+            "max.compaction.lag.ms",
+            topic_minimum=1,
+        ),
         PropertySpec("log.cleaner.enable", bool, True, "Compact the logs whose cleanup.policy holds compact."),
         PropertySpec("log.cleaner.backoff.ms", int, 15000, "Pause between looks for logs to compact."),
         PropertySpec(
@@ -518,6 +527,7 @@ class BrokerConfig:
             compression_type=str(values["compression.type"]),
             flush_messages=int(values["log.flush.interval.messages"]),  # type: ignore[arg-type]
             flush_ms=int(values["log.flush.interval.ms"]),  # type: ignore[arg-type]
+            max_compaction_lag_ms=int(values["log.cleaner.max.compaction.lag.ms"]),  # type: ignore[arg-type]
         )
 
 

@@ -140,7 +140,7 @@ NOT_USED: tuple[NotUsed, ...] = (
         "cleans every dirty log)",
         _names(
             """log.roll.jitter.ms log.roll.jitter.hours log.preallocate log.cleaner.min.cleanable.ratio
-            log.cleaner.min.compaction.lag.ms log.cleaner.max.compaction.lag.ms log.cleaner.io.max.bytes.per.second
+            log.cleaner.min.compaction.lag.ms log.cleaner.io.max.bytes.per.second
             log.cleaner.io.buffer.size log.cleaner.io.buffer.load.factor log.cleaner.dedupe.buffer.size
             log.flush.start.offset.checkpoint.interval.ms log.initial.task.delay.ms log.dir.failure.timeout.ms
             compression.gzip.level

@@ -10,14 +10,15 @@ from __future__ import annotations
 import errno
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import structlog
 import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
-from oncelog.broker.config import BrokerConfig
+from oncelog.broker.config import BrokerConfig, ConfigError
+from oncelog.broker.dynamic_config import DYNAMIC_CONFIGS_FILE, DynamicBrokerConfigs
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
 from oncelog.broker.listeners import (
@@ -38,6 +39,7 @@ from oncelog.broker.sasl.credentials import ScramCredentialStore
 from oncelog.broker.server import serve
 from oncelog.broker.startup import DataDirLock
 from oncelog.broker.tls import server_context
+from oncelog.broker.topic_configs import ConfigChangeError
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
 from oncelog.broker.txn.markers import LocalMarkerWriter
@@ -56,9 +58,16 @@ class BrokerNode:
         """Listeners come from ``listeners`` / ``advertised.listeners`` / ``listener.security.protocol.map``;
         ``listen`` / ``advertise`` (the old single-listener form) replace them with one PLAINTEXT listener.
         Raises ConfigError for listeners or SASL settings Kafka would refuse or this broker cannot serve."""
-        self.config = config
+        #: The properties file and command line; ``config`` is it with the dynamic configs applied.
+        self.static_config = config
         self.node_id = config.get_int("node.id")
         self.data_dir = Path(config.get_str("log.dirs"))
+        self.dynamic_configs = DynamicBrokerConfigs(self.data_dir)
+        try:
+            config = self.dynamic_configs.effective(config, self.dynamic_configs.cluster, self.dynamic_configs.broker)
+        except ConfigChangeError as exc:
+            raise ConfigError(f"{DYNAMIC_CONFIGS_FILE}: {exc.message}") from None
+        self.config = config
         protocol_map = parse_protocol_map(config.get_str("listener.security.protocol.map"))
         if listen is not None:
             text = f"{listen.name or 'PLAINTEXT'}://[{listen.host}]:{listen.port}"
@@ -128,6 +137,26 @@ class BrokerNode:
         info = self.metadata.get(topic)
         overrides = info.configs if info is not None else {}
         return self.config.log_config({**overrides, **INTERNAL_TOPIC_CONFIGS.get(topic, {})})
+
+    def alter_dynamic_configs(self, per_broker: bool, configs: Mapping[str, str]) -> None:
+        """Make ``configs`` the dynamic set of this broker (``per_broker``) or the cluster default: persisted first
+        (OSError: nothing changes), then in effect before this returns: each partition log without an override of
+        a changed default gets it, new logs are made with it, the compactor waits the new log.cleaner.backoff.ms."""
+        cluster, broker = self.dynamic_configs.cluster, self.dynamic_configs.broker
+        if per_broker:
+            broker = dict(configs)
+        else:
+            cluster = dict(configs)
+        config = self.dynamic_configs.effective(self.static_config, cluster, broker)
+        self.dynamic_configs.store(per_broker, configs)
+        self.config = config
+        self.logs.default_config = config.log_config()
+        self.compactor.backoff_ms = config.get_int("log.cleaner.backoff.ms")
+        for (topic, _partition), partition_log in self.logs.all_logs().items():
+            log_config = self.topic_log_config(topic)
+            if partition_log.config != log_config:
+                self.flusher.update_config(partition_log, log_config)
+        log.info("dynamic_broker_configs_altered", per_broker=per_broker, configs=configs)
 
     def _high_watermark_advanced(self, partition_log) -> None:
         self.replicas.high_watermark_advanced(partition_log)

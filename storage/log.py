@@ -341,7 +341,7 @@ class PartitionLog:
 
     def _roll_time_reached(self, segment: LogSegment, now_ms: int) -> bool:
         first = segment.first_batch_timestamp
-        return first is not None and now_ms - first > self.config.segment_ms
+        return first is not None and now_ms - first > self.config.max_segment_ms
 
     def _maybe_roll(self, size: int, batches: int, last_offset: int, now_ms: int) -> LogSegment:
         segment = self.active_segment

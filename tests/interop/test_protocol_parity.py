@@ -6,8 +6,17 @@ from __future__ import annotations
 import collections
 
 import kafka
-from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 from kafka.structs import TopicPartition
 
 TIMEOUT = 15
@@ -69,3 +78,72 @@ def test_offsets_for_times_names_the_first_record_reaching_the_timestamp(bootstr
         assert consumer.offsets_for_times({tp: 1_000_000_000_001})[tp] is None
     finally:
         consumer.close()
+
+
+def test_dynamic_broker_configs(bootstrap: str, make_topic) -> None:
+    """confluent-kafka's incremental_alter_configs on this broker's BROKER resource: a dynamic config is stored,
+    described with Kafka's source and read_only false, and a topic without an override takes it at once; a read-only
+    config is refused with Kafka's message. (librdkafka refuses the cluster-default resource "" locally; the wire
+    tests and kafkajs cover it.)"""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = make_topic("ck-dynamic", 1)
+
+    def alter(key: str, value: str | None, op: AlterConfigOpType = AlterConfigOpType.SET) -> None:
+        entries = [ConfigEntry(key, value, incremental_operation=op)]
+        (future,) = admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.BROKER, "1", incremental_configs=entries)]
+        ).values()
+        future.result(timeout=TIMEOUT)
+
+    def describe(restype: ResourceType, name: str) -> dict[str, ConfigEntry]:
+        (future,) = admin.describe_configs([ConfigResource(restype, name)]).values()
+        return future.result(timeout=TIMEOUT)
+
+    try:
+        alter("log.retention.ms", "7200000")
+        entry = describe(ResourceType.BROKER, "1")["log.retention.ms"]
+        assert (entry.value, entry.source, entry.is_read_only) == (
+            "7200000",
+            ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+            False,
+        )
+        assert describe(ResourceType.BROKER, "1")["num.partitions"].is_read_only
+        entry = describe(ResourceType.TOPIC, topic)["retention.ms"]
+        assert (entry.value, entry.source) == ("7200000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        with pytest.raises(KafkaException) as refused:
+            alter("num.partitions", "3")
+        assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+        assert "Cannot update these configs dynamically: Set(num.partitions)" in refused.value.args[0].str()
+    finally:  # the module's broker is shared: leave its config as it was
+        alter("log.retention.ms", None, AlterConfigOpType.DELETE)
+    entry = describe(ResourceType.TOPIC, topic)["retention.ms"]
+    assert (entry.value, entry.source) == ("604800000", ConfigSource.DEFAULT_CONFIG.value)
+
+
+def test_unknown_config_of_a_missing_topic_is_unknown_topic(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry("retention.forever", "1", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.TOPIC, "ck-no-such-topic", incremental_configs=[entry])
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(timeout=TIMEOUT)
+    assert refused.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_max_compaction_lag_is_a_topic_config(bootstrap: str) -> None:
+    from conftest import unique_topic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = unique_topic("ck-lag")
+    configs = {"cleanup.policy": "compact", "max.compaction.lag.ms": "60000"}
+    admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(timeout=TIMEOUT)
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    entry = future.result(timeout=TIMEOUT)["max.compaction.lag.ms"]
+    assert (entry.value, entry.source) == ("60000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    entries = [ConfigEntry("max.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)]
+    (future,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]
+    ).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(timeout=TIMEOUT)
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG

@@ -143,6 +143,16 @@ def test_size_in_bytes_is_the_log_files_bytes(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(("policy", "rolled"), [(("compact",), True), (("delete",), False)])
+def test_max_compaction_lag_rolls_a_compacted_log(tmp_path: Path, policy: tuple[str, ...], rolled: bool) -> None:
+    """Kafka's LogConfig.maxSegmentMs: a compacted log's active segment rolls once older than max.compaction.lag.ms
+    (below segment.ms), so the compactor may clean its records; other logs keep segment.ms."""
+    log = open_log(tmp_path, LogConfig(segment_ms=10**9, max_compaction_lag_ms=1000, cleanup_policy=policy))
+    log.append(encode_batch([SimpleRecord(b"k", b"v", (), 5000)]), now_ms=5000)
+    log.append(encode_batch([SimpleRecord(b"k", b"w", (), 6001)]), now_ms=6001)
+    assert [s.base_offset for s in log.segments] == ([0, 1] if rolled else [0])
+
+
 def test_roll_by_time(tmp_path: Path) -> None:
     log = open_log(tmp_path, LogConfig(segment_ms=1000))
     log.append(make_batch(1, timestamp=5000), now_ms=5000)
