@@ -265,6 +265,17 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for."),
         PropertySpec("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for."),
         PropertySpec("group.max.size", int, 2147483647, "Most members a consumer group may have."),
+        # KIP-848 consumer groups: the defaults and bounds of the GROUP configs (broker/group_configs.py).
+        PropertySpec(
+            "group.consumer.session.timeout.ms", int, 45000, "Default consumer.session.timeout.ms of a group."
+        ),
+        PropertySpec("group.consumer.min.session.timeout.ms", int, 45000, "Lowest consumer.session.timeout.ms."),
+        PropertySpec("group.consumer.max.session.timeout.ms", int, 60000, "Highest consumer.session.timeout.ms."),
+        PropertySpec(
+            "group.consumer.heartbeat.interval.ms", int, 5000, "Default consumer.heartbeat.interval.ms of a group."
+        ),
+        PropertySpec("group.consumer.min.heartbeat.interval.ms", int, 5000, "Lowest consumer.heartbeat.interval.ms."),
+        PropertySpec("group.consumer.max.heartbeat.interval.ms", int, 15000, "Highest consumer.heartbeat.interval.ms."),
     )
 }
 

@@ -21,6 +21,7 @@ from oncelog.broker.config import BrokerConfig, ConfigError
 from oncelog.broker.dynamic_config import DYNAMIC_CONFIGS_FILE, DynamicBrokerConfigs
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
+from oncelog.broker.group_configs import GroupConfigs
 from oncelog.broker.listeners import (
     Endpoint,
     Listener,
@@ -105,6 +106,7 @@ class BrokerNode:
         self._housekeeping = trio.Lock()
         self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
         self.scram_credentials = ScramCredentialStore(self.data_dir)
+        self.group_configs = GroupConfigs(self.data_dir)
         #: Request bytes in flight on every listener (``queued.max.request.bytes``).
         self.request_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
         #: Fetch response bytes not yet sent, across connections: as much again (oncelog's own; Kafka sends fetched

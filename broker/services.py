@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from oncelog.broker.config import BrokerConfig
     from oncelog.broker.dynamic_config import DynamicBrokerConfigs
     from oncelog.broker.group.coordinator import GroupCoordinator
+    from oncelog.broker.group_configs import GroupConfigs
     from oncelog.broker.listeners import Endpoint
     from oncelog.broker.metadata import MetadataStore
     from oncelog.broker.producer_ids import ProducerIdAllocator
@@ -42,6 +43,7 @@ class Broker(Protocol):
     transactions: TransactionCoordinator
     groups: GroupCoordinator
     scram_credentials: ScramCredentialStore
+    group_configs: GroupConfigs
 
     def advertised_for(self, listener_name: str | None) -> Endpoint:
         """Where clients of the listener named ``listener_name`` (None: the first) are told to connect."""

@@ -2,7 +2,8 @@
 
 BROKER resources: Kafka's dynamic broker configs (``broker.dynamic_config``), cluster-wide ("") or for this broker
 (its node id); a config Kafka cannot update at runtime is INVALID_REQUEST ("Cannot update these configs dynamically:
-..."). Other resource types are INVALID_REQUEST. A resource named twice is INVALID_REQUEST for each copy.
+..."). GROUP resources: a group's configs (``broker.group_configs``). Other resource types are INVALID_REQUEST. A
+resource named twice is INVALID_REQUEST for each copy.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from oncelog.broker.apis.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC
+from oncelog.broker.apis.describe_configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from oncelog.broker.dynamic_config import CLUSTER_DEFAULT
 from oncelog.broker.request import Request
 from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, OpType
@@ -50,6 +51,23 @@ def _alter_broker(
     return TopicOutcome(ErrorCode.NONE)
 
 
+def _alter_group(
+    broker: Broker, group_id: str, ops: Sequence[ConfigOp], *, incremental: bool, validate_only: bool
+) -> TopicOutcome:
+    """A GROUP resource (KIP-848): the group's config overrides, persisted unless ``validate_only``. The group need
+    not exist, as in Kafka."""
+    configs = broker.group_configs
+    try:
+        new = configs.changed(group_id, ops, broker.config, incremental=incremental)
+        if not validate_only and new != configs.of(group_id):
+            configs.store(group_id, new)
+    except ConfigChangeError as exc:
+        return TopicOutcome(exc.code, exc.message)
+    except OSError as exc:
+        return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save the configs of group {group_id}: {exc}")
+    return TopicOutcome(ErrorCode.NONE)
+
+
 def alter_resources(
     broker: Broker,
     resources: Sequence,
@@ -70,6 +88,10 @@ def alter_resources(
             )
         elif resource.resource_type == RESOURCE_BROKER:
             outcome = _alter_broker(
+                broker, resource.resource_name, ops_of(resource), incremental=incremental, validate_only=validate_only
+            )
+        elif resource.resource_type == RESOURCE_GROUP:
+            outcome = _alter_group(
                 broker, resource.resource_name, ops_of(resource), incremental=incremental, validate_only=validate_only
             )
         else:

@@ -1,5 +1,6 @@
-"""DescribeConfigs (32) for topics (overrides over broker values), for this broker (every property, its dynamic
-configs first) and for the cluster default (BROKER "": the dynamic defaults alone), as Kafka's ConfigHelper."""
+"""DescribeConfigs (32) for topics (overrides over broker values), for groups (KIP-848 group configs), for this
+broker (every property, its dynamic configs first) and for the cluster default (BROKER "": the dynamic defaults
+alone), as Kafka's ConfigHelper."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from oncelog.broker.config import PROPERTIES, PropertySpec
 from oncelog.broker.dynamic_config import applied_property, is_dynamic, is_password_config
+from oncelog.broker.group_configs import GROUP_CONFIGS
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
@@ -17,14 +19,16 @@ if TYPE_CHECKING:
 #: Kafka's ConfigResource.Type.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 #: Kafka's DescribeConfigsResponse.ConfigSource.
 SOURCE_DYNAMIC_TOPIC_CONFIG = 1
 SOURCE_DYNAMIC_BROKER_CONFIG = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
+SOURCE_GROUP_CONFIG = 8
 #: Kafka's DescribeConfigsResponse.ConfigType.
-TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_PASSWORD = 1, 2, 5, 9
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_PASSWORD = 1, 2, 3, 5, 9
 
 
 def _text(value: object) -> str:
@@ -124,6 +128,20 @@ def _broker_entries(broker: Broker, per_broker: bool) -> list[dict]:
     return entries
 
 
+def _group_entries(broker: Broker, group_id: str) -> list[dict]:
+    """A group's configs (Kafka's ConfigHelper.createGroupConfigEntry): its override, else the broker default."""
+    entries = []
+    for name, spec in GROUP_CONFIGS.items():
+        value, own = broker.group_configs.value(group_id, name, broker.config)
+        source = SOURCE_GROUP_CONFIG if own else SOURCE_DEFAULT_CONFIG
+        entry = _entry(name, value, source, PROPERTIES[spec.default], False, [])
+        entry.update(
+            config_type=TYPE_INT, documentation=spec.doc, synonyms=[{"name": name, "value": value, "source": source}]
+        )
+        entries.append(entry)
+    return entries
+
+
 def _describe(broker: Broker, resource, include_synonyms: bool) -> dict:
     result = {
         "error_code": ErrorCode.NONE,
@@ -148,6 +166,12 @@ def _describe(broker: Broker, resource, include_synonyms: bool) -> dict:
             )
             return result
         entries = _broker_entries(broker, per_broker=resource.resource_name != "")
+    elif resource.resource_type == RESOURCE_GROUP:
+        if not resource.resource_name:
+            result["error_code"] = ErrorCode.INVALID_REQUEST
+            result["error_message"] = "Group name must not be empty"
+            return result
+        entries = _group_entries(broker, resource.resource_name)
     else:
         result["error_code"] = ErrorCode.INVALID_REQUEST
         result["error_message"] = f"Unsupported resource type {resource.resource_type}"

@@ -504,3 +504,67 @@ async def test_min_insync_replicas_above_one_refuses_acks_all(broker, client) ->
     assert await produce(1) == (ErrorCode.NONE, None)
     assert await _alter(client, "guarded", ("min.insync.replicas", DELETE, None)) == OK
     assert await produce(-1) == (ErrorCode.NONE, None)
+
+
+GROUP_RESOURCE, GROUP_CONFIG, INT_TYPE = 32, 8, 3
+
+
+async def _alter_group(client, group: str, *ops, validate_only=False) -> tuple[int, str | None]:
+    body = _incremental([(GROUP_RESOURCE, group, list(ops))], validate_only)
+    response = (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)).responses[0]
+    assert (response.resource_type, response.resource_name) == (GROUP_RESOURCE, group)
+    return response.error_code, response.error_message
+
+
+async def test_group_configs(start_broker, tmp_path) -> None:
+    """KIP-848 GROUP config resources (Kafka's GroupConfig): the broker defaults until set, Kafka's validation,
+    persisted across a restart; the group need not exist."""
+    data = tmp_path / "group-data"
+    broker = await start_broker(data)
+    client = await broker.connect()
+    configs = await _described(client, GROUP_RESOURCE, "g1", synonyms=True)
+    assert [(c.name, c.value, c.config_source, c.read_only, c.config_type) for c in configs] == [
+        ("consumer.session.timeout.ms", "45000", DEFAULT_CONFIG, False, INT_TYPE),
+        ("consumer.heartbeat.interval.ms", "5000", DEFAULT_CONFIG, False, INT_TYPE),
+    ]
+    for ops, code, message in (
+        ([("consumer.session.timeout.ms", SET, "1000")], ErrorCode.INVALID_CONFIG,
+         "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
+        ([("consumer.heartbeat.interval.ms", SET, "20000")], ErrorCode.INVALID_CONFIG,
+         "consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms"),
+        ([("consumer.session.timeout.ms", SET, "soon")], ErrorCode.INVALID_CONFIG,
+         "Invalid value soon for configuration consumer.session.timeout.ms: Not a number"),
+        ([("share.record.lock.duration.ms", SET, "1")], ErrorCode.INVALID_CONFIG,
+         "Unknown group config name: share.record.lock.duration.ms"),
+        ([("consumer.session.timeout.ms", SET, None)], ErrorCode.INVALID_REQUEST,
+         "Null value not supported for : consumer.session.timeout.ms"),
+    ):  # fmt: skip
+        assert await _alter_group(client, "g1", *ops) == (code, message)
+    assert await _alter_group(client, "", ("consumer.session.timeout.ms", SET, "50000")) == (
+        ErrorCode.INVALID_REQUEST,
+        "Default group resources are not allowed.",
+    )
+    assert await _alter_group(client, "g1", ("consumer.session.timeout.ms", SET, "50000"), validate_only=True) == (
+        ErrorCode.NONE,
+        None,
+    )
+    assert broker.node.group_configs.of("g1") == {}
+    assert await _alter_group(client, "g1", ("consumer.session.timeout.ms", SET, "50000")) == (ErrorCode.NONE, None)
+    await broker.stop()
+
+    broker = await start_broker(data)
+    client = await broker.connect()
+    configs = {c.name: (c.value, c.config_source) for c in await _described(client, GROUP_RESOURCE, "g1")}
+    assert configs == {
+        "consumer.session.timeout.ms": ("50000", GROUP_CONFIG),
+        "consumer.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG),
+    }
+    assert await _alter_group(client, "g1", ("consumer.session.timeout.ms", DELETE, None)) == (ErrorCode.NONE, None)
+    assert broker.node.group_configs.of("g1") == {}
+    body = {
+        "resources": [{"resource_type": GROUP_RESOURCE, "resource_name": "", "configuration_keys": None}],
+        "include_synonyms": False,
+        "include_documentation": False,
+    }
+    result = (await client.request(ApiKey.DESCRIBE_CONFIGS, 4, body)).results[0]
+    assert (result.error_code, result.error_message) == (ErrorCode.INVALID_REQUEST, "Group name must not be empty")

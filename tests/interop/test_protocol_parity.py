@@ -4,10 +4,18 @@
 from __future__ import annotations
 
 import collections
+import time
 
 import kafka
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -147,3 +155,63 @@ def test_max_compaction_lag_is_a_topic_config(bootstrap: str) -> None:
     with pytest.raises(KafkaException) as refused:
         future.result(timeout=TIMEOUT)
     assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_group_configs(bootstrap: str) -> None:
+    """confluent-kafka's incremental_alter_configs / describe_configs of a GROUP resource (KIP-848): the broker's
+    defaults until set, GROUP_CONFIG once set, Kafka's bounds refused with INVALID_CONFIG."""
+    from conftest import unique_topic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    group = unique_topic("ck-group-configs")
+
+    def alter(key: str, value: str | None, op: AlterConfigOpType = AlterConfigOpType.SET) -> None:
+        entries = [ConfigEntry(key, value, incremental_operation=op)]
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+        (future,) = admin.incremental_alter_configs([resource]).values()
+        future.result(timeout=TIMEOUT)
+
+    def describe() -> dict[str, tuple[str, int]]:
+        (future,) = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()
+        return {name: (e.value, e.source) for name, e in future.result(timeout=TIMEOUT).items()}
+
+    assert describe() == {
+        "consumer.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value),
+        "consumer.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
+    }
+    alter("consumer.heartbeat.interval.ms", "6000")
+    assert describe()["consumer.heartbeat.interval.ms"] == ("6000", ConfigSource.GROUP_CONFIG.value)
+    with pytest.raises(KafkaException) as refused:
+        alter("consumer.session.timeout.ms", "61000")
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    alter("consumer.heartbeat.interval.ms", None, AlterConfigOpType.DELETE)
+    assert describe()["consumer.heartbeat.interval.ms"] == ("5000", ConfigSource.DEFAULT_CONFIG.value)
+
+
+def test_list_groups_by_type(bootstrap: str, make_topic) -> None:
+    """ListGroups v5: librdkafka lists a subscribed group as CLASSIC, keeps it under the CLASSIC type filter with a
+    state filter, and leaves it out under the CONSUMER one."""
+    from conftest import unique_topic
+
+    topic = make_topic("ck-types", 1)
+    group = unique_topic("ck-types-group")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert consumer.assignment()
+
+        def listed(**filters) -> dict[str, tuple[ConsumerGroupState, ConsumerGroupType]]:
+            result = admin.list_consumer_groups(**filters).result(timeout=TIMEOUT)
+            return {g.group_id: (g.state, g.type) for g in result.valid}
+
+        assert listed()[group] == (ConsumerGroupState.STABLE, ConsumerGroupType.CLASSIC)
+        stable_classic = listed(types={ConsumerGroupType.CLASSIC}, states={ConsumerGroupState.STABLE})
+        assert stable_classic[group] == (ConsumerGroupState.STABLE, ConsumerGroupType.CLASSIC)
+        assert group not in listed(types={ConsumerGroupType.CONSUMER})
+        assert group not in listed(types={ConsumerGroupType.CLASSIC}, states={ConsumerGroupState.EMPTY})
+    finally:
+        consumer.close()
