@@ -476,9 +476,9 @@ class PartitionLog:
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch with the largest max timestamp (ListOffsets -3; KIP-734).
-
-        The offset is that batch's base offset (raised to the log start offset); None for an empty log.
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3; KIP-734): the record
+        of the first batch holding it (Kafka's UnifiedLog.fetchOffsetByTimestamp), raised to the log start offset;
+        None for an empty log.
         """
         best: LogSegment | None = None
         for segment in self._segments:
@@ -491,7 +491,11 @@ class PartitionLog:
         found = best.find_batch(best.offset_of_max_timestamp)
         if found is None:
             return None
-        return max(found[1].base_offset, self.log_start_offset), best.max_timestamp
+        position, header = found
+        # Kafka's RecordBatch.offsetOfMaxTimestamp: the first record of the batch carrying its max timestamp.
+        record = best.first_record(position, header, lambda r: r.timestamp == header.max_timestamp)
+        offset = record[0] if record is not None else header.base_offset
+        return max(offset, self.log_start_offset), best.max_timestamp
 
     # ------------------------------------------------------------------------------------------ log start offset
     def check_log_start_offset(self, offset: int) -> None:

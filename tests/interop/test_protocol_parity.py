@@ -16,6 +16,7 @@ from confluent_kafka import (
     KafkaException,
     Producer,
 )
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -23,6 +24,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
     NewTopic,
+    OffsetSpec,
     ResourceType,
 )
 from kafka.structs import TopicPartition
@@ -86,6 +88,26 @@ def test_offsets_for_times_names_the_first_record_reaching_the_timestamp(bootstr
         assert consumer.offsets_for_times({tp: 1_000_000_000_001})[tp] is None
     finally:
         consumer.close()
+
+
+def test_list_offsets_answers_records_not_batches(bootstrap: str, make_topic) -> None:
+    """confluent-kafka's list_offsets: by timestamp and max timestamp (-3, KIP-734) name a record of the batch,
+    as Kafka's FileRecords.searchForTimestamp and RecordBatch.offsetOfMaxTimestamp do, with its timestamp."""
+    topic = make_topic("ck-list-offsets", 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200})
+    for ts in (1, 1_000_000_000_000, 5, 999_999_999_999):
+        producer.produce(topic, b"v", key=b"k", partition=0, timestamp=ts)
+    assert producer.flush(TIMEOUT) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tp = ConfluentTopicPartition(topic, 0)
+    for spec, expected in (
+        (OffsetSpec.max_timestamp(), (1, 1_000_000_000_000)),
+        (OffsetSpec.for_timestamp(999_999_999_999), (1, 1_000_000_000_000)),
+        (OffsetSpec.for_timestamp(2), (1, 1_000_000_000_000)),
+        (OffsetSpec.for_timestamp(1), (0, 1)),
+    ):
+        info = admin.list_offsets({tp: spec})[tp].result(timeout=TIMEOUT)
+        assert (info.offset, info.timestamp) == expected
 
 
 def test_dynamic_broker_configs(bootstrap: str, make_topic) -> None:

@@ -236,6 +236,12 @@ def test_offset_for_timestamp_answers_the_first_record_that_reaches_it(tmp_path:
     assert log.offset_for_timestamp(999_999_999_999 + 1) == (4, 1_000_000_000_000)
     assert log.offset_for_timestamp(11) == (2, 999_999_999_999)  # offset 1 (timestamp 1) does not reach 11
     assert log.offset_for_timestamp(1) == (0, 10)
+    # ListOffsets -3: the first record carrying the largest timestamp (RecordBatch.offsetOfMaxTimestamp)
+    peak = open_log(tmp_path, name="peak-0")
+    peak.append(
+        encode_batch([SimpleRecord(b"k", b"v", (), ts) for ts in (7, now, 8, now)], compression=codec), now_ms=now
+    )
+    assert peak.max_timestamp_offset() == (1, now)
 
 
 def test_retention_by_time(tmp_path: Path) -> None:
