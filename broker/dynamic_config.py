@@ -19,7 +19,7 @@ from pathlib import Path
 
 from oncelog.broker.config import PROPERTIES, BrokerConfig, ConfigError, known_property_names, parse_value
 from oncelog.broker.kafka_properties import ALIASES
-from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, apply_ops, check_entries
+from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, OpType, apply_ops, check_entries
 from oncelog.protocol import ErrorCode
 from oncelog.storage.checkpoint import atomic_write
 
@@ -174,12 +174,16 @@ class DynamicBrokerConfigs:
     def changed(self, per_broker: bool, ops: Sequence[ConfigOp], *, incremental: bool) -> dict[str, str]:
         """The set ``ops`` make of the resource's current one (AlterConfigs replaces it); raises ConfigChangeError."""
         check_entries(ops)
-        try:
-            new = apply_ops(
-                self.of(per_broker) if incremental else {}, ops, is_list=_is_list, list_default=_list_default
-            )
-        except ConfigChangeError as exc:
-            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, exc.message) from None
+        for op in ops:  # Kafka's ConfigAdminManager.prepareIncrementalConfigs
+            if op.op in (OpType.APPEND, OpType.SUBTRACT):
+                if op.name not in known_property_names():
+                    raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {op.name}")
+                if not _is_list(op.name):
+                    raise ConfigChangeError(
+                        ErrorCode.INVALID_CONFIG,
+                        f"Config value {OpType(op.op).name.lower()} is not allowed for config key: {op.name}",
+                    )
+        new = apply_ops(self.of(per_broker) if incremental else {}, ops, is_list=_is_list, list_default=_list_default)
         check_configs(new, per_broker)
         return new
 

@@ -338,6 +338,21 @@ async def test_refused_broker_config_changes(broker, client, name, ops, message)
     assert broker.node.config.get_int("log.retention.ms") == 604800000
 
 
+async def test_broker_list_operations(broker, client) -> None:
+    """APPEND / SUBTRACT on broker configs: LIST configs only (Kafka's prepareIncrementalConfigs messages)."""
+    assert await _alter_broker(client, "", ("log.cleanup.policy", APPEND, "compact")) == (ErrorCode.NONE, None)
+    assert broker.node.dynamic_configs.cluster == {"log.cleanup.policy": "delete,compact"}
+    assert broker.node.config.log_config().compacts
+    assert await _alter_broker(client, "", ("log.retention.ms", APPEND, "1")) == (
+        ErrorCode.INVALID_CONFIG,
+        "Config value append is not allowed for config key: log.retention.ms",
+    )
+    assert await _alter_broker(client, "", ("no.such.config", SUBTRACT, "1")) == (
+        ErrorCode.INVALID_CONFIG,
+        "Unknown config name: no.such.config",
+    )
+
+
 async def test_legacy_alter_configs_replaces_the_broker_set(broker, client) -> None:
     for configs in ({"log.retention.ms": "1000", "log.roll.ms": "60000"}, {"log.roll.ms": "70000"}):
         body = _legacy([(BROKER, "", configs)])
