@@ -110,7 +110,7 @@ def _broker_entries(broker: Broker, per_broker: bool) -> list[dict]:
         if not synonyms:
             continue
         described.add(spec.name)
-        value = None if spec.sensitive else (_text(broker.config[spec.name]) if per_broker else synonyms[0]["value"])
+        value = synonyms[0]["value"]  # the highest-precedence value (None for a secret), as Kafka describes it
         entries.append(_entry(spec.name, value, synonyms[0]["source"], spec, not is_dynamic(spec.name), synonyms))
     # Dynamic configs oncelog does not read (thread pools, SASL, per-listener stores): kept and described as set.
     layers = [(broker.dynamic_configs.cluster, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG)]

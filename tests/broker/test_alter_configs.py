@@ -338,6 +338,28 @@ async def test_refused_broker_config_changes(broker, client, name, ops, message)
     assert broker.node.config.get_int("log.retention.ms") == 604800000
 
 
+async def test_dynamic_configs_oncelog_does_not_read_are_kept(broker, client) -> None:
+    """Kafka's other dynamic configs (SASL/Kerberos, per-listener TLS stores, thread pools) are accepted for this
+    broker, kept and described (secrets without their value); they change nothing in oncelog."""
+    ops = [
+        ("sasl.kerberos.min.time.before.relogin", SET, "90000"),
+        ("listener.name.PLAINTEXT.ssl.keystore.location", SET, "/etc/kafka/ks.p12"),
+        ("listener.name.PLAINTEXT.ssl.keystore.password", SET, "secret"),
+        ("num.io.threads", SET, "16"),
+    ]
+    assert await _alter_broker(client, "1", *ops) == (ErrorCode.NONE, None)
+    described = await _describe_broker(client, "1")
+    assert described["sasl.kerberos.min.time.before.relogin"][:3] == ("90000", DYNAMIC_BROKER_CONFIG, False)
+    assert described["listener.name.PLAINTEXT.ssl.keystore.location"][:2] == (
+        "/etc/kafka/ks.p12",
+        DYNAMIC_BROKER_CONFIG,
+    )
+    assert described["listener.name.PLAINTEXT.ssl.keystore.password"][:2] == (None, DYNAMIC_BROKER_CONFIG)
+    assert described["num.io.threads"][:2] == ("16", DYNAMIC_BROKER_CONFIG)
+    assert await _alter_broker(client, "", ("num.io.threads", SET, "8")) == (ErrorCode.NONE, None)
+    assert (await _describe_broker(client, "1"))["num.io.threads"][:2] == ("16", DYNAMIC_BROKER_CONFIG)
+
+
 async def test_broker_list_operations(broker, client) -> None:
     """APPEND / SUBTRACT on broker configs: LIST configs only (Kafka's prepareIncrementalConfigs messages)."""
     assert await _alter_broker(client, "", ("log.cleanup.policy", APPEND, "compact")) == (ErrorCode.NONE, None)
