@@ -65,6 +65,10 @@ def test_keyless_records_on_a_compacted_topic_fail_alone(bootstrap: str) -> None
         assert outcomes == {(True, "INVALID_RECORD"): 10, (False, "_INVALID_DIFFERENT_RECORD"): 90}, codec
     outcomes = _produce_outcomes(bootstrap, topic, keys, **{"batch.size": 1})
     assert outcomes == {(True, "INVALID_RECORD"): 10, (False, None): 90}
+    # One record error: librdkafka itself sets the partition-level error on every message of the batch
+    # (rd_kafka_dr_msgq0 forces it unless record_errors_cnt > 1), against Kafka too.
+    outcomes = _produce_outcomes(bootstrap, topic, [b"a", None, b"b"])
+    assert outcomes == {(True, "INVALID_RECORD"): 1, (False, "INVALID_RECORD"): 2}
 
 
 def test_offsets_for_times_names_the_first_record_reaching_the_timestamp(bootstrap: str, make_topic) -> None:
