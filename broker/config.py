@@ -232,6 +232,23 @@ PROPERTIES: dict[str, PropertySpec] = {
             "min.insync.replicas",
             topic_minimum=1,
         ),
+        PropertySpec(
+            "replica.lag.time.max.ms",
+            int,
+            30000,
+            "How long a follower may go without catching up before the leader drops it from the ISR.",
+        ),
+        PropertySpec("replica.fetch.max.bytes", int, 1048576, "Bytes a follower asks per partition in a fetch."),
+        PropertySpec("replica.fetch.response.max.bytes", int, 10485760, "Bytes a follower asks per fetch response."),
+        PropertySpec("replica.fetch.wait.max.ms", int, 500, "How long a leader may hold a follower's fetch."),
+        PropertySpec("replica.fetch.min.bytes", int, 1, "Bytes a follower's fetch waits for."),
+        PropertySpec("replica.fetch.backoff.ms", int, 1000, "Pause of a follower's fetcher after an error."),
+        PropertySpec(
+            "inter.broker.listener.name",
+            str,
+            "",
+            "The listener brokers reach each other on (followers fetch from it); empty: the first listener.",
+        ),
         PropertySpec("transaction.max.timeout.ms", int, 900000, "Largest transaction timeout a producer may ask for."),
         PropertySpec("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state."),
         PropertySpec(

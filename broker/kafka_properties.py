@@ -88,7 +88,7 @@ NOT_USED: tuple[NotUsed, ...] = (
             metadata.log.max.record.bytes.between.snapshots metadata.log.max.snapshot.interval.ms
             metadata.max.retention.bytes metadata.max.retention.ms metadata.max.idle.interval.ms
             initial.broker.registration.timeout.ms broker.heartbeat.interval.ms broker.session.timeout.ms
-            inter.broker.listener.name security.inter.broker.protocol sasl.mechanism.controller.protocol
+            security.inter.broker.protocol sasl.mechanism.controller.protocol
             sasl.mechanism.inter.broker.protocol early.start.listeners eligible.leader.replicas.enable
             unstable.api.versions.enable unstable.feature.versions.enable server.max.startup.time.ms
             metadata.log.segment.min.bytes"""
@@ -99,9 +99,8 @@ NOT_USED: tuple[NotUsed, ...] = (
         _names(
             """offsets.topic.replication.factor transaction.state.log.replication.factor
             transaction.state.log.min.isr share.coordinator.state.topic.replication.factor
-            share.coordinator.state.topic.min.isr num.replica.fetchers replica.fetch.backoff.ms
-            replica.fetch.max.bytes replica.fetch.min.bytes replica.fetch.response.max.bytes replica.fetch.wait.max.ms
-            replica.high.watermark.checkpoint.interval.ms replica.lag.time.max.ms replica.socket.receive.buffer.bytes
+            share.coordinator.state.topic.min.isr num.replica.fetchers
+            replica.high.watermark.checkpoint.interval.ms replica.socket.receive.buffer.bytes
             replica.socket.timeout.ms replica.selector.class unclean.leader.election.enable
             unclean.leader.election.interval.ms auto.leader.rebalance.enable leader.imbalance.check.interval.seconds
             leader.imbalance.per.broker.percentage controlled.shutdown.enable broker.rack

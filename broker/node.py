@@ -10,14 +10,14 @@ from __future__ import annotations
 import errno
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import structlog
 import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
-from oncelog.broker.config import BrokerConfig
+from oncelog.broker.config import BrokerConfig, ConfigError
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
 from oncelog.broker.listeners import (
@@ -32,6 +32,8 @@ from oncelog.broker.log_compactor import LogCompactor
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFIGS, MetadataStore
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
+from oncelog.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from oncelog.broker.replication.isr import IsrMaintenance, IsrUpdater
 from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
 from oncelog.broker.sasl.credentials import ScramCredentialStore
@@ -52,10 +54,22 @@ log = structlog.get_logger(__name__)
 class BrokerNode:
     """Composition root of the broker; handlers reach every component through it."""
 
-    def __init__(self, config: BrokerConfig, listen: Endpoint | None = None, advertise: Endpoint | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        listen: Endpoint | None = None,
+        advertise: Endpoint | None = None,
+        *,
+        endpoint_of: Callable[[int], Endpoint | None] | None = None,
+        isr_updater: IsrUpdater | None = None,
+    ) -> None:
         """Listeners come from ``listeners`` / ``advertised.listeners`` / ``listener.security.protocol.map``;
         ``listen`` / ``advertise`` (the old single-listener form) replace them with one PLAINTEXT listener.
-        Raises ConfigError for listeners or SASL settings Kafka would refuse or this broker cannot serve."""
+        Raises ConfigError for listeners or SASL settings Kafka would refuse or this broker cannot serve.
+
+        A cluster member is given ``endpoint_of`` (another broker's inter-broker listener address: followers fetch
+        from it) and ``isr_updater`` (the controller's AlterPartition); partition roles then come from
+        ``replicas.apply_partition_state``. Without them the node is the single node: it leads every partition."""
         self.config = config
         self.node_id = config.get_int("node.id")
         self.data_dir = Path(config.get_str("log.dirs"))
@@ -85,8 +99,42 @@ class BrokerNode:
         self.flusher = LogFlusher(
             scheduler_interval_ms=config.get_int("log.flush.scheduler.interval.ms"),
             on_high_watermark=self._high_watermark_advanced,
+            high_watermark_for=self._high_watermark_for,
         )
-        self.replicas = ReplicaManager(self.logs, self.flusher)
+        lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
+        self.replicas = ReplicaManager(self.logs, self.flusher, node_id=self.node_id, lag_time_max_ms=lag_time_max_ms)
+        self.inter_broker_listener = config.get_str("inter.broker.listener.name") or self.listeners[0].name
+        if all(lst.name != self.inter_broker_listener for lst in self.listeners):
+            raise ConfigError(f"inter.broker.listener.name {self.inter_broker_listener} is not a listener")
+        #: Followers' fetchers (cluster members only).
+        self.replica_fetchers: ReplicaFetcherManager | None = None
+        if endpoint_of is not None:
+            self.replica_fetchers = ReplicaFetcherManager(
+                node_id=self.node_id,
+                endpoint_of=endpoint_of,
+                local=self.replicas,
+                settings=FetcherSettings(
+                    max_bytes=config.get_int("replica.fetch.max.bytes"),
+                    response_max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+                    wait_max_ms=config.get_int("replica.fetch.wait.max.ms"),
+                    min_bytes=config.get_int("replica.fetch.min.bytes"),
+                    backoff_ms=config.get_int("replica.fetch.backoff.ms"),
+                ),
+                clock_ms=now_ms,
+            )
+            self.replicas.fetchers = self.replica_fetchers
+        #: The leader's ISR changes (cluster members only).
+        self.isr_maintenance: IsrMaintenance | None = None
+        if isr_updater is not None:
+            self.isr_maintenance = IsrMaintenance(
+                self.replicas.roles,
+                isr_updater,
+                log_end_offset=self._log_end_offset,
+                adopt=self.replicas.adopt_isr,
+                clock_ms=now_ms,
+                lag_time_max_ms=lag_time_max_ms,
+            )
+            self.replicas.on_isr_expandable = self.isr_maintenance.poke
         self.producer_ids = ProducerIdAllocator(self.data_dir / "producer-id-block")
         self.topics = TopicManager(self)
         self.transactions = TransactionCoordinator(self, LocalMarkerWriter(self.replicas))
@@ -129,8 +177,15 @@ class BrokerNode:
         overrides = info.configs if info is not None else {}
         return self.config.log_config({**overrides, **INTERNAL_TOPIC_CONFIGS.get(topic, {})})
 
-    def _high_watermark_advanced(self, partition_log) -> None:
+    def _high_watermark_advanced(self, partition_log: PartitionLog) -> None:
         self.replicas.high_watermark_advanced(partition_log)
+
+    def _high_watermark_for(self, partition_log: PartitionLog, safe_end: int) -> int:
+        return self.replicas.high_watermark_for(partition_log, safe_end)
+
+    def _log_end_offset(self, topic: str, partition: int) -> int | None:
+        partition_log = self.logs.get(topic, partition)
+        return None if partition_log is None else partition_log.log_end_offset
 
     def _load(self) -> None:
         started = time.monotonic()
@@ -193,6 +248,10 @@ class BrokerNode:
                 if self.config.get_bool("log.cleaner.enable"):
                     nursery.start_soon(self.compactor.run)
                 nursery.start_soon(self._checkpoint_loop)
+                if self.replica_fetchers is not None:
+                    await nursery.start(self.replica_fetchers.run)
+                if self.isr_maintenance is not None:
+                    await nursery.start(self.isr_maintenance.run)
                 for listener in self.listeners:
                     self.bound_ports[listener.name] = await nursery.start(serve, self, listener)
                 self.port = self.bound_ports[self.listeners[0].name]

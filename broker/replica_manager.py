@@ -1,16 +1,28 @@
 """Partitions of this node: append with idempotence checks, durable acknowledgement, reads bounded by the
 high watermark or the last stable offset, wake-ups for long-polling fetches, and record deletion (log start
-offsets raised durably)."""
+offsets raised durably).
+
+Replication (``broker.replication``): each partition's role comes from the role table (``apply_partition_state``);
+a partition no state was applied to is led by this node alone, as on the single node. For a partition led with
+followers, the high watermark is the smallest log end offset over the ISR, the leader's own counted as its durable
+end in fsync mode (so acks=all still means fsynced, now on every ISR member); followers read up to the log end
+(``read_for_follower``), and ``wait_replicated`` answers acks=all. A follower appends what its leader sent
+(``append_as_follower``) and keeps the high watermark at min(leader's, its own log end).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 import trio
+from oncelog.broker.controller.partition_change import PartitionState
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
+from oncelog.broker.replication.leader_state import REPLICA_LAG_TIME_MAX_MS
+from oncelog.broker.replication.partitions import PartitionRoles, Transition
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
 from oncelog.storage import errors as storage_errors
@@ -82,13 +94,40 @@ class PartitionDeletion:
     low_watermark: int = INVALID_LOW_WATERMARK
 
 
+class FollowerFetchers(Protocol):
+    """Where the partitions this node follows are fetched from (``broker.replication.fetcher``)."""
+
+    def follow(self, topic: str, partition: int, leader: int, leader_epoch: int) -> None:
+        """Truncate the partition as the new ``leader`` says, then fetch it from there."""
+        ...
+
+    def unfollow(self, topic: str, partition: int) -> None:
+        """Stop fetching the partition (any response still on its way is dropped)."""
+        ...
+
+
 class ReplicaManager:
     """Routes appends and reads to partition logs; the only path by which the broker writes partition data."""
 
-    def __init__(self, logs: LogManager, flusher: LogFlusher) -> None:
+    def __init__(
+        self,
+        logs: LogManager,
+        flusher: LogFlusher,
+        *,
+        node_id: int = 0,
+        lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+    ) -> None:
         self.logs = logs
         self.flusher = flusher
+        self.node_id = node_id
+        self.roles = PartitionRoles(node_id, lag_time_max_ms=lag_time_max_ms)
+        #: Set by the node when it runs replica fetchers (a cluster member); None on the single node.
+        self.fetchers: FollowerFetchers | None = None
+        #: Called when a led partition has followers ready to join its ISR (the ISR maintenance acts on it).
+        self.on_isr_expandable: Callable[[], None] = lambda: None
         self._fetch_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
+        #: Followers' fetches parked on a led partition: woken by every append, not only by the high watermark.
+        self._replica_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
@@ -127,6 +166,7 @@ class ReplicaManager:
             self.flusher.appended(
                 partition_log, result.last_offset - result.first_offset + 1, unwaited_delay_s=unwaited_delay_s
             )
+            self._wake(self._replica_watchers, (topic, partition))
         return PartitionAppend(ErrorCode.NONE, result)
 
     def request_durable(self, topic: str, partition: int, end_offset: int) -> SyncWaiter | None:
@@ -171,6 +211,8 @@ class ReplicaManager:
         partition_log = self.logs.get(topic, partition)
         if partition_log is None:
             return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not self.roles.leads((topic, partition)):
+            return PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         high_watermark = partition_log.high_watermark
         last_stable = self.last_stable_offset(partition_log)
         limit = last_stable if isolation_level == READ_COMMITTED else high_watermark
@@ -242,21 +284,226 @@ class ReplicaManager:
 
     # Long polling ----------------------------------------------------------------------------------------------
 
-    def watch(self, partitions: list[tuple[str, int]], event: trio.Event) -> None:
-        """Set ``event`` when any of ``partitions`` makes new data visible."""
+    def watch(self, partitions: list[tuple[str, int]], event: trio.Event, *, replica: bool = False) -> None:
+        """Set ``event`` when any of ``partitions`` makes new data visible (``replica``: when data is appended, for
+        a follower's fetch), or when its role changes."""
+        watchers = self._replica_watchers if replica else self._fetch_watchers
         for tp in partitions:
-            self._fetch_watchers[tp].add(event)
+            watchers[tp].add(event)
 
-    def unwatch(self, partitions: list[tuple[str, int]], event: trio.Event) -> None:
+    def unwatch(self, partitions: list[tuple[str, int]], event: trio.Event, *, replica: bool = False) -> None:
+        all_watchers = self._replica_watchers if replica else self._fetch_watchers
         for tp in partitions:
-            watchers = self._fetch_watchers.get(tp)
+            watchers = all_watchers.get(tp)
             if watchers is not None:
                 watchers.discard(event)
                 if not watchers:
-                    del self._fetch_watchers[tp]
+                    del all_watchers[tp]
 
     def high_watermark_advanced(self, partition_log: PartitionLog) -> None:
-        """Called when a partition's visible data grows: wake the fetches waiting on it."""
-        watchers = self._fetch_watchers.pop((partition_log.topic, partition_log.partition), None)
+        """Called when a partition's visible data grows: wake the fetches (and acks=all produces) waiting on it."""
+        self._wake(self._fetch_watchers, (partition_log.topic, partition_log.partition))
+
+    @staticmethod
+    def _wake(all_watchers: dict[tuple[str, int], set[trio.Event]], tp: tuple[str, int]) -> None:
+        watchers = all_watchers.pop(tp, None)
         for event in watchers or ():
             event.set()
+
+    # Replication -----------------------------------------------------------------------------------------------
+
+    def leads(self, topic: str, partition: int) -> bool:
+        """True when this node leads the partition (on the single node: every partition)."""
+        return self.roles.leads((topic, partition))
+
+    def isr_size(self, topic: str, partition: int) -> int:
+        """Members of the partition's ISR, the leader included (1 on the single node)."""
+        return self.roles.isr_size((topic, partition))
+
+    def replicated(self, topic: str, partition: int) -> bool:
+        """True when the partition is led here with followers: acks=all then waits for the high watermark."""
+        role = self.roles.get((topic, partition))
+        return role is not None and role.leading is not None and len(role.state.replicas) > 1
+
+    def apply_partition_state(self, topic: str, partition: int, state: PartitionState, *, now_ms: int) -> Transition:
+        """Take the role ``state`` gives this node for the partition (``broker.replication.partitions``): lead it,
+        follow its leader (truncating first, see ``broker.replication.fetcher``) or stop. Raises LookupError when
+        the partition has no log here (create it first)."""
+        tp = (topic, partition)
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            raise LookupError(f"no log for {topic}-{partition}")
+        transition = self.roles.apply(
+            tp,
+            state,
+            log_end_offset=partition_log.log_end_offset,
+            high_watermark=partition_log.high_watermark,
+            now_ms=now_ms,
+        )
+        if transition is Transition.IGNORED:
+            return transition
+        role = self.roles.get(tp)
+        assert role is not None
+        if transition is not Transition.UPDATED:
+            log.info(
+                "partition_role",
+                topic=topic,
+                partition=partition,
+                transition=transition.value,
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=list(state.isr),
+            )
+        if self.fetchers is not None and transition is not Transition.UPDATED:
+            if role.follows is not None:
+                self.fetchers.follow(topic, partition, role.follows, state.leader_epoch)
+            else:
+                self.fetchers.unfollow(topic, partition)
+        if role.leading is not None:
+            self._advance_leader_high_watermark(partition_log)
+        # Parked fetches and acks=all produces look again: they may have to answer NOT_LEADER_OR_FOLLOWER now.
+        self._wake(self._fetch_watchers, tp)
+        self._wake(self._replica_watchers, tp)
+        return transition
+
+    def adopt_isr(self, topic: str, partition: int, state: PartitionState) -> None:
+        """The controller accepted this leader's ISR change (``broker.replication.isr``)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None or not self.roles.adopt((topic, partition), state):
+            return
+        log.info("isr_changed", topic=topic, partition=partition, isr=list(state.isr))
+        self._advance_leader_high_watermark(partition_log)
+        self._wake(self._fetch_watchers, (topic, partition))
+
+    @staticmethod
+    def _local_end(partition_log: PartitionLog) -> int:
+        """The leader's own log end offset for the high watermark: its durable end in fsync mode."""
+        if partition_log.config.fsync_before_ack:
+            return min(partition_log.durable_offset, partition_log.log_end_offset)
+        return partition_log.log_end_offset
+
+    def high_watermark_for(self, partition_log: PartitionLog, local_end: int) -> int:
+        """The high watermark the flusher may set once the log's data below ``local_end`` is safe on this node:
+        ``local_end`` on the single node, capped by the followers in the ISR on a leader, by the leader's high
+        watermark on a follower, and the current one on a stopped replica."""
+        role = self.roles.get((partition_log.topic, partition_log.partition))
+        if role is None:
+            return local_end
+        if role.leading is not None:
+            role.leading.advance_high_watermark(local_end)
+            return role.leading.high_watermark
+        if role.follows is not None:
+            return min(role.leader_high_watermark, partition_log.log_end_offset)
+        return partition_log.high_watermark
+
+    def _advance_leader_high_watermark(self, partition_log: PartitionLog) -> None:
+        high_watermark = self.high_watermark_for(partition_log, self._local_end(partition_log))
+        if high_watermark > partition_log.high_watermark:
+            partition_log.update_high_watermark(high_watermark)
+            self.high_watermark_advanced(partition_log)
+
+    def read_for_follower(
+        self, topic: str, partition: int, replica: int, offset: int, max_bytes: int, now_ms: int, *, min_one_batch: bool
+    ) -> PartitionRead:
+        """A follower's fetch from ``offset`` (its log end offset): note its progress, move the high watermark, and
+        read whole batches up to the log end (not the high watermark). NOT_LEADER_OR_FOLLOWER unless this node leads
+        the partition by an applied state and ``replica`` is one of its replicas."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        role = self.roles.get((topic, partition))
+        if role is None or role.leading is None or replica not in role.leading.followers:
+            return PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        read = PartitionRead(ErrorCode.NONE, log_start_offset=partition_log.log_start_offset)
+        if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
+            read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+        else:
+            role.leading.record_fetch(replica, offset, partition_log.log_end_offset, now_ms)
+            self._advance_leader_high_watermark(partition_log)
+            if role.leading.ready_to_join():
+                self.on_isr_expandable()
+            if offset < partition_log.log_end_offset:
+                try:
+                    read.records = partition_log.read(offset, max_bytes, min_one_batch=min_one_batch)
+                except storage_errors.StorageError as exc:
+                    read.error = error_code_for(exc)
+                except OSError as exc:
+                    log.error("read_failed", topic=topic, partition=partition, error=str(exc))
+                    read.error = ErrorCode.KAFKA_STORAGE_ERROR
+        read.high_watermark = partition_log.high_watermark
+        read.last_stable_offset = partition_log.last_stable_offset
+        return read
+
+    def replication_outcome(self, topic: str, partition: int, end_offset: int) -> ErrorCode | None:
+        """How an acks=all append ending at ``end_offset`` is answered now, or None while it must wait: once the
+        high watermark passes it, NONE with enough in-sync replicas, else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        (Kafka's ``Partition.checkEnoughReplicasReachOffset``); NOT_LEADER_OR_FOLLOWER once leadership moved."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.leads(topic, partition):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition_log.high_watermark < end_offset:
+            return None
+        if self.isr_size(topic, partition) < partition_log.config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    async def wait_replicated(self, topic: str, partition: int, end_offset: int, deadline: float) -> ErrorCode:
+        """Wait for ``replication_outcome``; REQUEST_TIMED_OUT at ``deadline`` (trio time)."""
+        tp = (topic, partition)
+        while (outcome := self.replication_outcome(topic, partition, end_offset)) is None:
+            if trio.current_time() >= deadline:
+                return ErrorCode.REQUEST_TIMED_OUT
+            moved = trio.Event()
+            self.watch([tp], moved)
+            try:
+                with trio.move_on_at(deadline):
+                    await moved.wait()
+            finally:
+                self.unwatch([tp], moved)
+        return outcome
+
+    def append_as_follower(
+        self, topic: str, partition: int, records: bytes | memoryview, now_ms: int
+    ) -> PartitionAppend:
+        """Append what the leader sent, keeping its offsets and epochs (``PartitionLog.append_as_follower``); the
+        flush policy applies as to any append."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        before = partition_log.log_end_offset
+        try:
+            result = partition_log.append_as_follower(records, now_ms=now_ms)
+        except storage_errors.StorageError as exc:
+            code = error_code_for(exc)
+            log.warning("follower_append_failed", topic=topic, partition=partition, error=code.name, reason=str(exc))
+            return PartitionAppend(code, message=str(exc))
+        except OSError as exc:
+            log.error("follower_append_failed", topic=topic, partition=partition, error=str(exc))
+            return PartitionAppend(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
+        if partition_log.log_end_offset > before:
+            self.flusher.appended(partition_log, partition_log.log_end_offset - before)
+        return PartitionAppend(ErrorCode.NONE, result)
+
+    def follower_high_watermark(self, topic: str, partition: int, leader_high_watermark: int) -> None:
+        """The leader's high watermark arrived: this follower's becomes min(it, own log end); it never goes back."""
+        partition_log = self.logs.get(topic, partition)
+        role = self.roles.get((topic, partition))
+        if partition_log is None or role is None or role.follows is None:
+            return
+        role.leader_high_watermark = max(role.leader_high_watermark, leader_high_watermark)
+        high_watermark = min(role.leader_high_watermark, partition_log.log_end_offset)
+        if high_watermark > partition_log.high_watermark:
+            partition_log.update_high_watermark(high_watermark)
+            self.high_watermark_advanced(partition_log)
+
+    def truncate_follower(self, topic: str, partition: int, offset: int) -> None:
+        """Cut a follower's divergent tail: every batch at or above ``offset`` goes (KIP-101/279)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None or offset >= partition_log.log_end_offset:
+            return
+        log.info(
+            "follower_truncated", topic=topic, partition=partition, offset=offset, was=partition_log.log_end_offset
+        )
+        partition_log.truncate_to(offset)

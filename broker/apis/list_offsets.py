@@ -35,6 +35,8 @@ def _lookup(broker: Broker, name: str, index: int, timestamp: int, isolation: in
     partition_log = broker.replicas.get_log(name, index) if topic is not None else None
     if partition_log is None:
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    elif not broker.replicas.leads(name, index):
+        entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
     elif timestamp == EARLIEST_TIMESTAMP:
         entry["offset"] = partition_log.log_start_offset
     elif timestamp == LATEST_TIMESTAMP:

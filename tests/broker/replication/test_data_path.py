@@ -1,0 +1,195 @@
+"""Replication between real brokers in one trio test, leadership handed in by hand (no etcd): followers fetch with
+their replica id and hold the leader's batches byte for byte; the high watermark waits for the ISR; acks=all with
+min.insync.replicas; the ISR shrinks after replica.lag.time.max.ms and grows back; a leader change truncates the old
+leader's divergent tail and the new leader deduplicates an idempotent producer's retry; non-leaders refuse."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import trio
+from oncelog.broker.controller.partition_change import PartitionState
+from oncelog.protocol import ApiKey, ErrorCode
+from support.replication_cluster import ReplicationCluster
+
+from ..conftest import WireClient
+from ..helpers import batch, fetch_body, list_offsets_body, produce_body
+
+TOPIC = "replicated"
+WAIT_S = 20
+
+
+@pytest.fixture
+async def make_cluster(nursery: trio.Nursery, tmp_path) -> AsyncIterator[Callable]:
+    clusters: list[ReplicationCluster] = []
+
+    async def make(node_ids, **properties: str) -> ReplicationCluster:
+        cluster = ReplicationCluster(
+            nursery, tmp_path, node_ids, {k.replace("_", "."): v for k, v in properties.items()}
+        )
+        clusters.append(cluster)
+        for node_id in node_ids:
+            await cluster.start(node_id)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        await cluster.stop_all()
+
+
+async def connect(cluster: ReplicationCluster, node_id: int) -> WireClient:
+    port = cluster.members[node_id].port
+    assert port is not None
+    return WireClient(await trio.open_tcp_stream("127.0.0.1", port))
+
+
+async def produce(client: WireClient, records: bytes, *, acks: int = -1, timeout_ms: int = 30000):
+    body = produce_body(TOPIC, 0, records, acks=acks)
+    body["timeout_ms"] = timeout_ms
+    response = await client.request(ApiKey.PRODUCE, 9, body)
+    return response.responses[0].partition_responses[0]
+
+
+def log_bytes(cluster: ReplicationCluster, node_id: int) -> bytes:
+    partition_log = cluster.node(node_id).logs.get(TOPIC, 0)
+    assert partition_log is not None
+    return partition_log.read(0, 1 << 30, min_one_batch=True)
+
+
+def end_offset(cluster: ReplicationCluster, node_id: int) -> int:
+    partition_log = cluster.node(node_id).logs.get(TOPIC, 0)
+    assert partition_log is not None
+    return partition_log.log_end_offset
+
+
+def high_watermark(cluster: ReplicationCluster, node_id: int) -> int:
+    partition_log = cluster.node(node_id).logs.get(TOPIC, 0)
+    assert partition_log is not None
+    return partition_log.high_watermark
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
+    with trio.fail_after(timeout_s):
+        while not condition():
+            await trio.sleep(0.02)
+
+
+def led_by(leader: int, replicas=(1, 2, 3), *, isr=None, leader_epoch=0, partition_epoch=0) -> PartitionState:
+    return PartitionState(
+        replicas=tuple(replicas),
+        isr=tuple(isr if isr is not None else replicas),
+        leader=leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=partition_epoch,
+    )
+
+
+async def test_followers_hold_the_leaders_batches_at_the_same_offsets(make_cluster) -> None:
+    cluster = await make_cluster([1, 2, 3])
+    await cluster.create_topic(TOPIC, configs={"min.insync.replicas": "2"})
+    cluster.apply(TOPIC, 0, led_by(1))
+    client = await connect(cluster, 1)
+    for i in range(5):
+        answer = await produce(client, batch([b"v%d-%d" % (i, j) for j in range(3)]))
+        assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 3 * i)
+        # acks=all answered: every ISR member holds the batch, so the high watermark passed it.
+        assert min(end_offset(cluster, n) for n in (1, 2, 3)) >= 3 * i + 3
+    await until(lambda: all(high_watermark(cluster, n) == 15 for n in (1, 2, 3)))
+    leader = log_bytes(cluster, 1)
+    assert len(leader) > 0
+    assert log_bytes(cluster, 2) == leader
+    assert log_bytes(cluster, 3) == leader
+    assert cluster.state(TOPIC, 0).isr == (1, 2, 3)
+
+
+async def test_non_leaders_refuse_clients_and_followers(make_cluster) -> None:
+    cluster = await make_cluster([1, 2])
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
+    follower = await connect(cluster, 2)
+    answer = await produce(follower, batch([b"x"]))
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    fetched = await follower.request(ApiKey.FETCH, 12, fetch_body(TOPIC, 0, 0))
+    assert fetched.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    body = fetch_body(TOPIC, 0, 0)
+    body["replica_id"] = 1
+    fetched = await follower.request(ApiKey.FETCH, 12, body)
+    assert fetched.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    listed = await follower.request(ApiKey.LIST_OFFSETS, 3, list_offsets_body(TOPIC, 0, -1))
+    assert listed.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # A broker that is not a replica of the partition is refused by the leader too.
+    leader = await connect(cluster, 1)
+    body["replica_id"] = 7
+    fetched = await leader.request(ApiKey.FETCH, 12, body)
+    assert fetched.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_acks_all_waits_for_the_isr_which_shrinks_and_grows_back(make_cluster) -> None:
+    cluster = await make_cluster([1, 2], min_insync_replicas="2", replica_lag_time_max_ms="1500")
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
+    client = await connect(cluster, 1)
+    assert (await produce(client, batch([b"a"]))).error_code == ErrorCode.NONE
+    await cluster.stop(2)
+
+    # The follower is gone but still in the ISR: the high watermark does not pass what it holds.
+    answer = await produce(client, batch([b"b"]), timeout_ms=300)
+    assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert end_offset(cluster, 1) == 2
+    assert high_watermark(cluster, 1) == 1
+
+    # After replica.lag.time.max.ms the leader drops it through the controller; the waiting acks=all is answered
+    # NOT_ENOUGH_REPLICAS_AFTER_APPEND, the next one refused before appending.
+    answer = await produce(client, batch([b"c"]))
+    assert answer.error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert cluster.state(TOPIC, 0).isr == (1,)
+    assert high_watermark(cluster, 1) == 3
+    answer = await produce(client, batch([b"d"]))
+    assert answer.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert end_offset(cluster, 1) == 3
+    # acks=1 does not wait for followers.
+    assert (await produce(client, batch([b"e"]), acks=1)).error_code == ErrorCode.NONE
+
+    # The follower comes back, catches up and is added back; acks=all works again.
+    await cluster.start(2)
+    await until(lambda: cluster.state(TOPIC, 0).isr == (1, 2))
+    answer = await produce(client, batch([b"f"]))
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 4)
+    assert log_bytes(cluster, 2)[: len(log_bytes(cluster, 1))] == log_bytes(cluster, 1)
+
+
+async def test_failover_truncates_the_old_leaders_tail_and_dedupes_a_retry(make_cluster) -> None:
+    cluster = await make_cluster([1, 2])
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
+    old = await connect(cluster, 1)
+    init = await old.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000})
+    pid, epoch = init.producer_id, init.producer_epoch
+    acknowledged = batch([b"acked-0", b"acked-1"], producer_id=pid, producer_epoch=epoch, base_sequence=0)
+    assert (await produce(old, acknowledged)).error_code == ErrorCode.NONE
+
+    await until(lambda: high_watermark(cluster, 2) == 2)
+
+    # Leadership moves to broker 2 (leader epoch 1) while broker 1 has not heard yet: it still takes records as
+    # leader, which only it holds (acks=1: nobody waits for the ISR).
+    new_state = led_by(2, (1, 2), leader_epoch=1, partition_epoch=cluster.state(TOPIC, 0).partition_epoch + 1)
+    cluster.apply(TOPIC, 0, new_state, order=[2])
+    assert (await produce(old, batch([b"divergent"]), acks=1)).error_code == ErrorCode.NONE
+    assert end_offset(cluster, 1) == 3
+    # Now broker 1 learns it follows broker 2 and cuts its divergent tail.
+    cluster.apply(TOPIC, 0, new_state, order=[1])
+    new = await connect(cluster, 2)
+
+    # The producer's retry of its acknowledged batch: the new leader knows it from the replicated batches.
+    retried = await produce(new, acknowledged)
+    assert (retried.error_code, retried.base_offset) == (ErrorCode.NONE, 0)
+    more = batch([b"after"], producer_id=pid, producer_epoch=epoch, base_sequence=2)
+    answer = await produce(new, more)
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 2)
+    await until(lambda: end_offset(cluster, 1) == 3 and log_bytes(cluster, 1) == log_bytes(cluster, 2))
+    assert b"divergent" not in log_bytes(cluster, 1)
+    assert b"acked-1" in log_bytes(cluster, 1)
+
+    # The old leader now refuses clients.
+    assert (await produce(old, batch([b"late"]))).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
