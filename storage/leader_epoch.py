@@ -13,11 +13,14 @@ and consumers check their positions the same way (KIP-320). Rules of Kafka's ``L
 - ``truncate_from_end(end)`` drops entries starting at or after ``end`` (the log was truncated to ``end``).
 - ``truncate_from_start(start)`` drops entries wholly before ``start``, moving the last of them to start at ``start``
   (the log start rose: retention or DeleteRecords).
+- Every change is written before the method returns (fsync, then atomic rename); calls that change nothing write
+  nothing.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,6 +56,10 @@ class LeaderEpochCache:
         self._entries: list[EpochEntry] = []
         for epoch, start in self._read():
             self._assign(EpochEntry(epoch, start))
+
+    @property
+    def path(self) -> Path:
+        return self._path
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -94,9 +101,23 @@ class LeaderEpochCache:
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: the epoch in force there starts there; older ones go."""
         before = [entry for entry in self._entries if entry.start_offset <= start_offset]
-        if not before:
+        if not before or before == [EpochEntry(before[-1].epoch, start_offset)]:
             return
         self._entries = [EpochEntry(before[-1].epoch, start_offset), *self._entries[len(before) :]]
+        self._write()
+
+    def clear(self) -> None:
+        """Forget every epoch (the log was emptied to start elsewhere: Kafka's clearAndFlush)."""
+        if self._entries:
+            self._entries = []
+            self._write()
+
+    def rebuild(self, entries: Iterable[tuple[int, int]]) -> None:
+        """Replace the entries by ``(epoch, start offset)`` pairs read from the log's batches in offset order,
+        applying ``assign``'s rules, and write the checkpoint (even when empty, so it need not be rebuilt again)."""
+        self._entries = []
+        for epoch, start in entries:
+            self._assign(EpochEntry(epoch, start))
         self._write()
 
     def _assign(self, entry: EpochEntry) -> bool:
