@@ -130,6 +130,7 @@ class ReplicaFetcher:
                 log.info("replica_fetcher_no_endpoint", leader=self.leader)
                 await trio.sleep(backoff_s)
                 continue
+            failure: BaseException | None = None
             try:
                 async with anyio.create_task_group() as connection_tasks:
                     connection = BrokerConnection(
@@ -144,8 +145,10 @@ class ReplicaFetcher:
                         await self._fetch_loop(connection)
                     finally:
                         await connection.aclose()
-            except (KafkaError, OSError) as exc:
-                log.info("replica_fetcher_error", leader=self.leader, error=str(exc))
+            except* (KafkaError, OSError) as group:  # the connection's task group wraps what it raises
+                failure = group.exceptions[0]
+            if failure is not None:
+                log.info("replica_fetcher_error", leader=self.leader, error=str(failure))
                 await trio.sleep(backoff_s)
 
     async def _fetch_loop(self, connection: BrokerConnection) -> None:
@@ -179,8 +182,8 @@ class ReplicaFetcher:
                 if partition_log is None:
                     self.remove(followed.topic, followed.partition)
                     continue
-                cache = getattr(partition_log, "leader_epoch_cache", None)
-                if supported is None or cache is None or cache.latest_epoch == UNDEFINED_EPOCH:
+                cache = partition_log.leader_epoch_cache
+                if supported is None or cache.latest_epoch == UNDEFINED_EPOCH:
                     # Kafka's fallback for a leader or a log without epochs: cut at the high watermark.
                     self._local.truncate_follower(followed.topic, followed.partition, partition_log.high_watermark)
                     followed.truncating = False

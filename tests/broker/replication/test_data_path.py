@@ -10,7 +10,10 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import trio
 from oncelog.broker.controller.partition_change import PartitionState
+from oncelog.client.producer import Producer
 from oncelog.protocol import ApiKey, ErrorCode
+from support.confluent_io import produce_all
+from support.dataset import make_records
 from support.replication_cluster import ReplicationCluster
 
 from ..conftest import WireClient
@@ -193,3 +196,24 @@ async def test_failover_truncates_the_old_leaders_tail_and_dedupes_a_retry(make_
 
     # The old leader now refuses clients.
     assert (await produce(old, batch([b"late"]))).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_stock_and_bundled_producers_replicate_with_acks_all(make_cluster) -> None:
+    cluster = await make_cluster([1, 2, 3])
+    await cluster.create_topic(TOPIC, configs={"min.insync.replicas": "3"})
+    cluster.apply(TOPIC, 0, led_by(1))
+    bootstrap = f"127.0.0.1:{cluster.members[1].port}"
+    records = make_records(300, seed=24)
+    delivered = await trio.to_thread.run_sync(
+        lambda: produce_all(bootstrap, TOPIC, records, **{"enable.idempotence": True, "partitioner": "consistent"})
+    )
+    assert sorted(d.offset for d in delivered) == list(range(300))
+    async with Producer(bootstrap, acks=-1, enable_idempotence=True) as producer:
+        for i in range(50):
+            await producer.send(TOPIC, b"bundled-%d" % i, partition=0)
+        await producer.flush()
+    # Every acknowledged record is on every ISR member (min.insync.replicas = all three), byte for byte.
+    assert all(end_offset(cluster, n) >= 350 for n in (1, 2, 3))
+    await until(lambda: all(high_watermark(cluster, n) == 350 for n in (1, 2, 3)))
+    assert log_bytes(cluster, 2) == log_bytes(cluster, 1)
+    assert log_bytes(cluster, 3) == log_bytes(cluster, 1)
