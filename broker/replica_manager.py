@@ -1,6 +1,7 @@
 """Partitions of this node: append with idempotence checks, durable acknowledgement, reads bounded by the
-high watermark or the last stable offset, wake-ups for long-polling fetches, and record deletion (log start
-offsets raised durably).
+high watermark or the last stable offset, wake-ups for long-polling fetches, record deletion (log start
+offsets raised durably), and each partition's current leader epoch (stamped in every batch appended here and
+checked against the epochs clients send).
 
 Replication (``broker.replication``): each partition's role comes from the role table (``apply_partition_state``);
 a partition no state was applied to is led by this node alone, as on the single node. For a partition led with
@@ -27,12 +28,16 @@ from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
 from oncelog.storage import errors as storage_errors
 from oncelog.storage.append_origin import AppendOrigin
+from oncelog.storage.leader_epoch import INITIAL_LEADER_EPOCH
 from oncelog.storage.log import AppendResult, PartitionLog
 from oncelog.storage.log_manager import LogManager
 from oncelog.storage.log_validator import DecompressionBudget
 
 log = structlog.get_logger(__name__)
 
+#: A request's current_leader_epoch when the client does not know it (Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH):
+#: not checked.
+NO_LEADER_EPOCH = -1
 #: Kafka's IsolationLevel values.
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -128,9 +133,35 @@ class ReplicaManager:
         self._fetch_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
         #: Followers' fetches parked on a led partition: woken by every append, not only by the high watermark.
         self._replica_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
+        self._leader_epochs: dict[tuple[str, int], int] = {}
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch: the one set last, else INITIAL_LEADER_EPOCH (0, the single node's,
+        as Kafka's single KRaft node starts there)."""
+        return self._leader_epochs.get((topic, partition), INITIAL_LEADER_EPOCH)
+
+    def set_leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        """Make ``epoch`` the partition's current leader epoch (the controller's LeaderAndIsr / partition change):
+        appends stamp it from now on and requests are checked against it (``check_leader_epoch``)."""
+        if epoch < 0:
+            raise ValueError(f"invalid leader epoch {epoch} for {topic}-{partition}")
+        self._leader_epochs[(topic, partition)] = epoch
+
+    def check_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int) -> ErrorCode:
+        """Kafka's Partition.checkCurrentLeaderEpoch for a request's ``current_leader_epoch``: -1 is not checked;
+        newer than ours is UNKNOWN_LEADER_EPOCH (this broker has not heard of it yet: retriable); older is
+        FENCED_LEADER_EPOCH (the client's metadata is stale: it refreshes it)."""
+        if current_leader_epoch == NO_LEADER_EPOCH:
+            return ErrorCode.NONE
+        ours = self.leader_epoch(topic, partition)
+        if current_leader_epoch > ours:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if current_leader_epoch < ours:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.NONE
 
     def append(
         self,
@@ -153,7 +184,13 @@ class ReplicaManager:
         if partition_log is None:
             return PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            result = partition_log.append(records, now_ms=now_ms, origin=origin, budget=budget)
+            result = partition_log.append(
+                records,
+                now_ms=now_ms,
+                origin=origin,
+                budget=budget,
+                leader_epoch=self.leader_epoch(topic, partition),
+            )
         except storage_errors.StorageError as exc:
             code = error_code_for(exc)
             log.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
@@ -344,6 +381,11 @@ class ReplicaManager:
             return transition
         role = self.roles.get(tp)
         assert role is not None
+        self.set_leader_epoch(topic, partition, state.leader_epoch)
+        if transition is Transition.BECAME_LEADER:
+            # The new epoch starts at the log end (Kafka's maybeAssignEpochStartOffset): OffsetForLeaderEpoch then
+            # tells a follower where its older epoch ended here even before this leader appends anything.
+            partition_log.leader_epoch_cache.assign(state.leader_epoch, partition_log.log_end_offset)
         if transition is not Transition.UPDATED:
             log.info(
                 "partition_role",

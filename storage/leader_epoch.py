@@ -29,6 +29,8 @@ from oncelog.storage.errors import StorageError
 
 #: The file's name in each partition directory, as Kafka names it.
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+#: The epoch of a partition's first leader (Kafka's LeaderAndIsr.InitialLeaderEpoch); a single node keeps it.
+INITIAL_LEADER_EPOCH = 0
 #: OffsetForLeaderEpoch's answer when the epoch is unknown (Kafka's UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET).
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1

@@ -7,19 +7,14 @@ under ``_lock``; the list is replaced, never mutated in place, so lock-free read
 
 Other guarantees:
 - ``append`` validates every batch before writing any; one ``write`` per call; never fsyncs.
-- Offsets are assigned by rewriting each batch's base offset; the partition leader epoch is set to -1.
+- Offsets are assigned by rewriting each batch's base offset, and the partition leader epoch by writing the
+  appending leader's epoch (``leader_epoch``) in every batch (``partitionLeaderEpoch``), client and coordinator
+  batches alike.
 - ``append_as_follower`` (Kafka's appendAsFollower) writes batches fetched from the leader as they are: offsets,
   timestamps and leader epochs kept, CRCs checked, producer state updated from them (markers and the
   ``.txnindex`` included) so that this replica dedupes retries and knows the last stable offset once it leads.
   Its first batch may not start below the log end offset (UnexpectedAppendOffsetError); a gap above it is a
   compacted leader's and is kept.
-
-Leader epochs (KIP-101): ``leader_epoch_cache`` (``storage.leader_epoch``, file ``leader-epoch-checkpoint``) holds
-where each epoch's batches start. Appends add an epoch the first time one of its batches is appended (the
-checkpoint is written before the batch); ``truncate_to`` drops the epochs starting at or after the new log end;
-a raised log start offset moves the epoch in force there to start there. Opening a log without the file rebuilds
-it from the batches' ``partitionLeaderEpoch`` (once: the file is then written, even empty); opening a log with it
-drops the entries at or beyond the recovered log end (written before data that a crash then lost).
 - ``high_watermark`` starts at the log end offset on open (a single-replica broker has nothing to wait for);
   the broker may lower or advance it with ``update_high_watermark``.
 - ``truncate_to(o)`` cuts at the start of the batch holding ``o``; the log end may end up below ``o``.
@@ -27,6 +22,14 @@ drops the entries at or beyond the recovered log end (written before data that a
   below the high watermark, as Kafka does.
 - ``advance_log_start_offset`` (DeleteRecords) raises the log start offset up to the high watermark, mid-segment
   too; the segments wholly below it go with ``delete_segments_below_start`` or the next ``enforce_retention``.
+
+Leader epochs (KIP-101): ``leader_epoch_cache`` (``storage.leader_epoch``, file ``leader-epoch-checkpoint``) holds
+where each epoch's batches start. Appends of either kind add an epoch the first time a batch of a newer epoch than
+the latest known is appended (the checkpoint is written before the batch); ``truncate_to`` drops the epochs
+starting at or after the new log end; a raised log start offset moves the epoch in force there to start there.
+Opening a log without the file rebuilds it from the batches' ``partitionLeaderEpoch`` (once: the file is then
+written, even empty); opening a log with it drops the entries at or beyond the recovered log end (written before
+data that a crash then lost).
 
 Transactions (Kafka's UnifiedLog):
 - ``append(..., origin=CLIENT)`` refuses control batches (InvalidRecordError); COORDINATOR appends may hold
@@ -52,7 +55,6 @@ from pathlib import Path
 from oncelog.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     MAGIC_POS,
-    NO_PARTITION_LEADER_EPOCH,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     parse_header,
@@ -73,7 +75,7 @@ from oncelog.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from oncelog.storage.faults import fault_point
-from oncelog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from oncelog.storage.leader_epoch import INITIAL_LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from oncelog.storage.log_validator import (
     DecompressionBudget,
     ValidatedBatch,
@@ -296,9 +298,11 @@ class PartitionLog:
         now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         budget: DecompressionBudget | None = None,
+        leader_epoch: int = INITIAL_LEADER_EPOCH,
     ) -> AppendResult:
-        """Append whole v2 batches as the leader: validate all (``log_validator``, within ``budget``, default one
-        of its own), check producer state, assign offsets, write.
+        """Append whole v2 batches as the leader of epoch ``leader_epoch``: validate all (``log_validator``, within
+        ``budget``, default one of its own), check producer state, assign offsets, stamp ``leader_epoch`` in each
+        batch, write.
 
         CLIENT appends may not hold control batches; only they are checked for sequences and answered from
         the duplicate cache. Raises CorruptRecordError, InvalidRecordError, RecordValidationError,
@@ -324,7 +328,7 @@ class PartitionLog:
         headers = []
         max_timestamp = -1
         for pos, header in validated:
-            header = header._replace(base_offset=next_offset, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH)
+            header = header._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
             if log_append_time:
                 set_log_append_time(buf, pos, header.size, now_ms)
                 header = header._replace(attributes=header.attributes | TIMESTAMP_TYPE_MASK, max_timestamp=now_ms)
@@ -418,7 +422,7 @@ class PartitionLog:
         try:
             for _pos, header in headers:
                 epoch = header.partition_leader_epoch
-                if epoch >= 0 and epoch != cache.latest_epoch:
+                if epoch > cache.latest_epoch:
                     cache.assign(epoch, header.base_offset)
         except OSError as exc:
             raise KafkaStorageError(f"cannot write {cache.path}: {exc}") from exc

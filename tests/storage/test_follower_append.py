@@ -253,10 +253,12 @@ def test_a_missing_checkpoint_is_rebuilt_from_the_batches(leader: PartitionLog, 
     assert checkpoint.read_text() == "0\n2\n3 4\n7 10\n"
 
     # A log written before epochs were stamped gets an empty checkpoint, so that it is not scanned again.
-    leader.close()
-    (leader.directory / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
-    assert open_log(leader.directory, clean_shutdown=True).leader_epoch_cache.entries == []
-    assert (leader.directory / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n0\n"
+    old = open_log(leader.directory.parent.parent / "old" / "t-0")
+    old.append_as_follower(stamped(everything(leader), {0: -1}), now_ms=0)
+    old.close()
+    assert not (old.directory / LEADER_EPOCH_CHECKPOINT).exists()
+    assert open_log(old.directory, clean_shutdown=True).leader_epoch_cache.entries == []
+    assert (old.directory / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n0\n"
 
 
 def test_epochs_written_before_data_lost_in_a_crash_are_dropped_on_recovery(
@@ -278,3 +280,25 @@ def test_epochs_written_before_data_lost_in_a_crash_are_dropped_on_recovery(
     again = open_log(follower.directory, recovery_point=8)
     assert again.log_end_offset == 8
     assert again.leader_epoch_cache.entries == [(0, 0)]
+
+
+def test_the_leader_stamps_its_epoch_in_client_and_coordinator_batches(
+    leader: PartitionLog, follower: PartitionLog
+) -> None:
+    leader.append(producer_data(1, 0, 2), now_ms=0)  # the single node's epoch 0
+    leader.append(make_batch(2), now_ms=0, leader_epoch=3)
+    leader.append(txn_marker(1, commit=True), now_ms=0, origin=COORD, leader_epoch=3)
+    leader.append(make_batch(1), now_ms=0, leader_epoch=4)
+    records = everything(leader)
+    assert [(h.base_offset, h.partition_leader_epoch) for _, h in iter_headers(records, check_crc=True)] == [
+        (0, 0),
+        (2, 3),
+        (4, 3),
+        (5, 4),
+    ]
+    assert leader.leader_epoch_cache.entries == [(0, 0), (3, 2), (4, 5)]
+    follower.append_as_follower(records, now_ms=0)
+    assert follower.leader_epoch_cache.entries == leader.leader_epoch_cache.entries
+    assert (leader.directory / LEADER_EPOCH_CHECKPOINT).read_bytes() == (
+        follower.directory / LEADER_EPOCH_CHECKPOINT
+    ).read_bytes()
