@@ -183,6 +183,9 @@ class ReplicaManager:
         partition_log = self.logs.get(topic, partition)
         if partition_log is None:
             return PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not self.roles.leads((topic, partition)):
+            # Only the leader appends (coordinators' writes included): a follower's log takes its leader's batches.
+            return PartitionAppend(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
             result = partition_log.append(
                 records,
@@ -407,6 +410,14 @@ class ReplicaManager:
         self._wake(self._fetch_watchers, tp)
         self._wake(self._replica_watchers, tp)
         return transition
+
+    def forget(self, topic: str, partition: int) -> None:
+        """The partition is deleted here: no role, no fetching (a topic created again starts as the single node's)."""
+        self.roles.forget((topic, partition))
+        if self.fetchers is not None:
+            self.fetchers.unfollow(topic, partition)
+        self._wake(self._fetch_watchers, (topic, partition))
+        self._wake(self._replica_watchers, (topic, partition))
 
     def adopt_isr(self, topic: str, partition: int, state: PartitionState) -> None:
         """The controller accepted this leader's ISR change (``broker.replication.isr``)."""
