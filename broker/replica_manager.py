@@ -28,7 +28,12 @@ from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
 from oncelog.storage import errors as storage_errors
 from oncelog.storage.append_origin import AppendOrigin
-from oncelog.storage.leader_epoch import INITIAL_LEADER_EPOCH
+from oncelog.storage.leader_epoch import (
+    INITIAL_LEADER_EPOCH,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEndOffset,
+)
 from oncelog.storage.log import AppendResult, PartitionLog
 from oncelog.storage.log_manager import LogManager
 from oncelog.storage.log_validator import DecompressionBudget
@@ -162,6 +167,27 @@ class ReplicaManager:
         if current_leader_epoch < ours:
             return ErrorCode.FENCED_LEADER_EPOCH
         return ErrorCode.NONE
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, EpochEndOffset]:
+        """OffsetForLeaderEpoch for one partition (Kafka's Partition.lastOffsetForLeaderEpoch): where
+        ``leader_epoch`` ended in this log, from its leader-epoch cache (``LeaderEpochCache.end_offset_for``, the log
+        end offset for the latest epoch). NOT_LEADER_OR_FOLLOWER without a log here; the current_leader_epoch
+        check's error (``check_leader_epoch``) before any lookup; the answer's epoch and offset are -1 with an error.
+        """
+        undefined = EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, undefined
+        error = self.check_leader_epoch(topic, partition, current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return error, undefined
+        if not self.roles.leads((topic, partition)):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, undefined  # only the leader answers (fetchOnlyFromLeader)
+        return ErrorCode.NONE, partition_log.leader_epoch_cache.end_offset_for(
+            leader_epoch, partition_log.log_end_offset
+        )
 
     def append(
         self,

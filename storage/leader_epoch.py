@@ -71,6 +71,16 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
+    @property
+    def earliest(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose leader appended ``offset`` (Kafka's epochForOffset): that of the latest entry starting at
+        or before it; UNDEFINED_EPOCH when every entry starts after it (or there is none)."""
+        index = bisect.bisect_right([entry.start_offset for entry in self._entries], offset)
+        return self._entries[index - 1].epoch if index else UNDEFINED_EPOCH
+
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (durable on return when it changed anything)."""
         if self._assign(EpochEntry(epoch, start_offset)):

@@ -11,6 +11,9 @@ rather than the high watermark, notes the follower's progress (which moves the h
 parks until new data is appended (``ReplicaManager.read_for_follower``). A consumer's fetch of a partition this node
 does not lead is answered NOT_LEADER_OR_FOLLOWER.
 
+A partition's current_leader_epoch (v9+, KIP-320) is checked before it is read (``ReplicaManager.check_leader_epoch``):
+FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH, with no records and offsets -1, as Kafka answers.
+
 No incremental fetch sessions are created: every response is a full one (session id 0) holding every requested
 partition, which all clients accept (kafka-python included, which asks for a session and falls back).
 """
@@ -101,6 +104,14 @@ async def _read_all(
                 if read_since_checkpoint >= PARTITIONS_PER_CHECKPOINT:
                     read_since_checkpoint = 0
                     await trio.lowlevel.checkpoint()
+                epoch_error = broker.replicas.check_leader_epoch(
+                    name,
+                    index,
+                    partition_request["current_leader_epoch"],  # type: ignore[index]
+                )
+                if epoch_error != ErrorCode.NONE:
+                    per_partition.append((index, PartitionRead(epoch_error)))
+                    continue
                 # The first batch of the response is returned whole even above the limits (Kafka's
                 # minOneMessage, KIP-74), so a consumer always makes progress.
                 limit = min(partition_request.partition_max_bytes, max(remaining, 0))  # type: ignore[attr-defined]

@@ -14,7 +14,6 @@ from oncelog.protocol import ErrorCode
 if TYPE_CHECKING:
     from oncelog.broker.services import Broker
 
-NO_LEADER_EPOCH = -1
 #: Topics answered between two checkpoints, so a request naming many does not hold the event loop.
 TOPICS_PER_CHECKPOINT = 256
 #: Kafka's MetadataResponse.NO_LEADER_ID.
@@ -42,8 +41,9 @@ def _partition_entry(broker: Broker, topic: str, partition: int) -> dict:
         "error_code": ErrorCode.NONE if available else ErrorCode.LEADER_NOT_AVAILABLE,
         "partition_index": partition,
         "leader_id": node_id if available else NO_LEADER_ID,
-        # No leader epochs are exposed (-1), so clients skip OffsetForLeaderEpoch validation.
-        "leader_epoch": NO_LEADER_EPOCH,
+        # Clients send it back in Fetch / ListOffsets / OffsetForLeaderEpoch (KIP-320) and validate their positions
+        # when it changes.
+        "leader_epoch": broker.replicas.leader_epoch(topic, partition),
         "replica_nodes": [node_id],
         "isr_nodes": [node_id],
         "offline_replicas": [],

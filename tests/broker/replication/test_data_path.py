@@ -162,7 +162,10 @@ async def test_acks_all_waits_for_the_isr_which_shrinks_and_grows_back(make_clus
     assert log_bytes(cluster, 2)[: len(log_bytes(cluster, 1))] == log_bytes(cluster, 1)
 
 
-async def test_failover_truncates_the_old_leaders_tail_and_dedupes_a_retry(make_cluster) -> None:
+@pytest.mark.parametrize("restarted", [False, True], ids=["demoted", "restarted"])
+async def test_failover_truncates_the_old_leaders_tail_and_dedupes_a_retry(make_cluster, restarted: bool) -> None:
+    """``restarted``: the old leader restarts before it learns of the new leader, so its high watermark is its log
+    end (not persisted) and only OffsetForLeaderEpoch finds where its log diverges (KIP-101)."""
     cluster = await make_cluster([1, 2])
     await cluster.create_topic(TOPIC)
     cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
@@ -181,7 +184,12 @@ async def test_failover_truncates_the_old_leaders_tail_and_dedupes_a_retry(make_
     assert (await produce(old, batch([b"divergent"]), acks=1)).error_code == ErrorCode.NONE
     assert end_offset(cluster, 1) == 3
     # Now broker 1 learns it follows broker 2 and cuts its divergent tail.
-    cluster.apply(TOPIC, 0, new_state, order=[1])
+    if restarted:
+        await cluster.stop(1)
+        await cluster.start(1)
+        old = await connect(cluster, 1)
+    else:
+        cluster.apply(TOPIC, 0, new_state, order=[1])
     new = await connect(cluster, 2)
 
     # The producer's retry of its acknowledged batch: the new leader knows it from the replicated batches.
