@@ -577,6 +577,17 @@ class ReplicaManager:
             partition_log.update_high_watermark(high_watermark)
             self.high_watermark_advanced(partition_log)
 
+    def restart_follower_at(self, topic: str, partition: int, offset: int) -> None:
+        """The leader's log starts above this follower's end: empty the log and go on from ``offset`` (Kafka's
+        truncateFullyAndStartAt)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return
+        log.info(
+            "follower_restarted_at", topic=topic, partition=partition, offset=offset, was=partition_log.log_end_offset
+        )
+        partition_log.truncate_fully_and_start_at(offset)
+
     def truncate_follower(self, topic: str, partition: int, offset: int) -> None:
         """Cut a follower's divergent tail: every batch at or above ``offset`` goes (KIP-101/279)."""
         partition_log = self.logs.get(topic, partition)

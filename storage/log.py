@@ -753,6 +753,27 @@ class PartitionLog:
         except OSError as exc:
             raise KafkaStorageError(f"cannot write {self.leader_epoch_cache.path}: {exc}") from exc
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and start it at ``offset`` (Kafka's truncateFullyAndStartAt): a follower whose log end is
+        below its leader's log start fetches from there. Every segment, producer snapshot and leader epoch goes; the
+        log start, log end, high watermark and recovery point all become ``offset``. The new start is durable through
+        the new segment's base offset (``open`` takes the log start from the first segment)."""
+        with self._lock:
+            self._truncations += 1
+            for segment in self._segments:
+                segment.delete()
+            self._set_segments([self._new_segment(offset, sync_dir=False)])
+            self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+            self.recovery_point = self.durable_offset = offset
+        fsync_dir(self.directory)
+        self.producer_state.truncate()
+        self.producer_state.delete_snapshots(above=-1)  # every one
+        self.producer_state.on_high_watermark(offset)
+        try:
+            self.leader_epoch_cache.clear()
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write {self.leader_epoch_cache.path}: {exc}") from exc
+
     # ------------------------------------------------------------------------------------------ durability
     def flush(self, up_to: int | None = None) -> None:
         """fsync every segment and index holding data below ``up_to`` (default: the log end), then advance

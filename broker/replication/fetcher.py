@@ -70,6 +70,8 @@ class FollowerLogs(Protocol):
 
     def truncate_follower(self, topic: str, partition: int, offset: int) -> None: ...
 
+    def restart_follower_at(self, topic: str, partition: int, offset: int) -> None: ...
+
     def request_durable(self, topic: str, partition: int, end_offset: int) -> SyncWaiter | None: ...
 
     async def wait_requested(self, waiter: SyncWaiter | None) -> ErrorCode: ...
@@ -300,9 +302,13 @@ class ReplicaFetcher:
         topic, partition = followed.topic, followed.partition
         error = ErrorCode(answer.error_code)
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            # Our log end is beyond the leader's (an unclean election) or below its start: truncate again.
+            partition_log = self._local.get_log(topic, partition)
             log.info("replica_fetch_out_of_range", topic=topic, partition=partition, leader=self.leader)
-            followed.truncating = True
+            if partition_log is not None and answer.log_start_offset > partition_log.log_end_offset:
+                # The leader's log starts above ours ends (retention, DeleteRecords): start over from there.
+                self._local.restart_follower_at(topic, partition, answer.log_start_offset)
+            else:
+                followed.truncating = True  # our end is beyond the leader's: find where the logs diverge again
             return None
         if error != ErrorCode.NONE:
             log.info("replica_fetch_error", topic=topic, partition=partition, leader=self.leader, error=error.name)

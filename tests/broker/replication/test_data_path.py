@@ -5,6 +5,7 @@ leader's divergent tail and the new leader deduplicates an idempotent producer's
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -225,3 +226,26 @@ async def test_stock_and_bundled_producers_replicate_with_acks_all(make_cluster)
     await until(lambda: all(high_watermark(cluster, n) == 350 for n in (1, 2, 3)))
     assert log_bytes(cluster, 2) == log_bytes(cluster, 1)
     assert log_bytes(cluster, 3) == log_bytes(cluster, 1)
+
+
+async def test_a_wiped_follower_starts_at_the_leaders_log_start(make_cluster, tmp_path) -> None:
+    cluster = await make_cluster([1, 2])
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
+    client = await connect(cluster, 1)
+    for i in range(3):
+        assert (await produce(client, batch([b"r%d" % i]))).error_code == ErrorCode.NONE
+    await cluster.stop(2)
+    deleted = cluster.node(1).replicas.delete_records({(TOPIC, 0): 2})
+    assert deleted[(TOPIC, 0)].low_watermark == 2
+    shutil.rmtree(cluster.members[2].data_dir)
+
+    # The empty follower's first fetch (offset 0) is below the leader's log start: it starts over at 2.
+    await cluster.start(2)
+    assert (await produce(client, batch([b"r3"]))).error_code == ErrorCode.NONE
+    follower = cluster.node(2).logs.get(TOPIC, 0)
+    assert follower is not None
+    assert (follower.log_start_offset, follower.log_end_offset) == (2, 4)
+    leader = cluster.node(1).logs.get(TOPIC, 0)
+    assert leader is not None
+    assert follower.read(2, 1 << 20, min_one_batch=True) == leader.read(2, 1 << 20, min_one_batch=True)
