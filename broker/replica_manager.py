@@ -566,14 +566,16 @@ class ReplicaManager:
         return PartitionAppend(ErrorCode.NONE, result)
 
     def follower_high_watermark(self, topic: str, partition: int, leader_high_watermark: int) -> None:
-        """The leader's high watermark arrived: this follower's becomes min(it, own log end); it never goes back."""
+        """The leader's high watermark arrived: this follower's becomes min(it, own log end), lower than before too
+        (Kafka's follower ``updateHighWatermark``): a replica restarted with its high watermark at its log end (it
+        is not persisted) takes the leader's, so it does not overstate it if it leads next."""
         partition_log = self.logs.get(topic, partition)
         role = self.roles.get((topic, partition))
         if partition_log is None or role is None or role.follows is None:
             return
-        role.leader_high_watermark = max(role.leader_high_watermark, leader_high_watermark)
-        high_watermark = min(role.leader_high_watermark, partition_log.log_end_offset)
-        if high_watermark > partition_log.high_watermark:
+        role.leader_high_watermark = leader_high_watermark
+        high_watermark = min(leader_high_watermark, partition_log.log_end_offset)
+        if high_watermark != partition_log.high_watermark:
             partition_log.update_high_watermark(high_watermark)
             self.high_watermark_advanced(partition_log)
 

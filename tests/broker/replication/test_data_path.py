@@ -249,3 +249,22 @@ async def test_a_wiped_follower_starts_at_the_leaders_log_start(make_cluster, tm
     leader = cluster.node(1).logs.get(TOPIC, 0)
     assert leader is not None
     assert follower.read(2, 1 << 20, min_one_batch=True) == leader.read(2, 1 << 20, min_one_batch=True)
+
+
+async def test_a_restarted_follower_takes_the_leaders_high_watermark(make_cluster) -> None:
+    cluster = await make_cluster([1, 2, 3])
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1))
+    client = await connect(cluster, 1)
+    assert (await produce(client, batch([b"committed"]))).error_code == ErrorCode.NONE
+    await cluster.stop(3)  # still in the ISR: the high watermark stays at 1 from now on
+    assert (await produce(client, batch([b"uncommitted"]), acks=1)).error_code == ErrorCode.NONE
+    await until(lambda: end_offset(cluster, 2) == 2)
+    assert high_watermark(cluster, 1) == high_watermark(cluster, 2) == 1
+
+    # Restarted, broker 2 opens its log with the high watermark at its end (2); the leader's answer brings it to 1.
+    await cluster.stop(2)
+    await cluster.start(2)
+    await until(lambda: cluster.node(2).replica_fetchers.fetchers[1].rounds >= 1)
+    assert end_offset(cluster, 2) == 2
+    assert high_watermark(cluster, 2) == high_watermark(cluster, 1) == 1
