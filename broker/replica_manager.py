@@ -579,6 +579,21 @@ class ReplicaManager:
             partition_log.update_high_watermark(high_watermark)
             self.high_watermark_advanced(partition_log)
 
+    def follower_log_start_offset(self, topic: str, partition: int, leader_log_start_offset: int) -> None:
+        """The leader's log start offset arrived: raise this follower's to it (records the leader deleted go here
+        too: retention, DeleteRecords), durably, within the follower's high watermark (Kafka's follower
+        ``maybeIncrementLogStartOffset``)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return
+        target = min(leader_log_start_offset, partition_log.high_watermark)
+        if target <= partition_log.log_start_offset:
+            return
+        try:
+            self.logs.advance_log_start_offsets({(topic, partition): target})
+        except storage_errors.StorageError as exc:
+            log.warning("follower_log_start_not_raised", topic=topic, partition=partition, error=str(exc))
+
     def restart_follower_at(self, topic: str, partition: int, offset: int) -> None:
         """The leader's log starts above this follower's end: empty the log and go on from ``offset`` (Kafka's
         truncateFullyAndStartAt)."""

@@ -4,7 +4,8 @@ from that leader in one Fetch request at a time (Kafka's ReplicaFetcherThread, w
 Per partition, Kafka's states: *truncating* first (a new leader: ask it with OffsetForLeaderEpoch where this log's
 latest epoch ends and cut the divergent tail, KIP-101/279 via ``truncation.truncation_point``; a leader that does not
 serve OffsetForLeaderEpoch, or a log without epochs, is cut at its high watermark), then *fetching*: append what the
-leader sends keeping its offsets and epochs, take the leader's high watermark (capped by our log end), and, in fsync
+leader sends keeping its offsets and epochs, take the leader's high watermark (capped by our log end) and log start
+offset (records it deleted go here too), and, in fsync
 mode, fetch again only once what was appended is durable (so the offset a follower reports, which moves the
 leader's high watermark and answers acks=all, is fsynced here too). A partition whose fetch fails is retried after
 ``replica.fetch.backoff.ms``; a connection that fails is reopened after it. A partition moved to another leader (or
@@ -71,6 +72,8 @@ class FollowerLogs(Protocol):
     def truncate_follower(self, topic: str, partition: int, offset: int) -> None: ...
 
     def restart_follower_at(self, topic: str, partition: int, offset: int) -> None: ...
+
+    def follower_log_start_offset(self, topic: str, partition: int, leader_log_start_offset: int) -> None: ...
 
     def request_durable(self, topic: str, partition: int, end_offset: int) -> SyncWaiter | None: ...
 
@@ -321,6 +324,7 @@ class ReplicaFetcher:
                 followed.delayed_until = trio.current_time() + self._settings.backoff_ms / 1000
                 return None
         self._local.follower_high_watermark(topic, partition, answer.high_watermark)
+        self._local.follower_log_start_offset(topic, partition, answer.log_start_offset)
         partition_log = self._local.get_log(topic, partition)
         if not records or partition_log is None:
             return None

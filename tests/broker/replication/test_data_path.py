@@ -268,3 +268,17 @@ async def test_a_restarted_follower_takes_the_leaders_high_watermark(make_cluste
     await until(lambda: cluster.node(2).replica_fetchers.fetchers[1].rounds >= 1)
     assert end_offset(cluster, 2) == 2
     assert high_watermark(cluster, 2) == high_watermark(cluster, 1) == 1
+
+
+async def test_records_deleted_on_the_leader_go_on_the_followers_too(make_cluster) -> None:
+    cluster = await make_cluster([1, 2])
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
+    client = await connect(cluster, 1)
+    for i in range(3):
+        assert (await produce(client, batch([b"r%d" % i]))).error_code == ErrorCode.NONE
+    assert cluster.node(1).replicas.delete_records({(TOPIC, 0): 2})[(TOPIC, 0)].low_watermark == 2
+    assert (await produce(client, batch([b"r3"]))).error_code == ErrorCode.NONE
+    follower = cluster.node(2).logs.get(TOPIC, 0)
+    assert follower is not None
+    await until(lambda: follower.log_start_offset == 2)
