@@ -4,6 +4,13 @@ OffsetForLeaderEpoch (KIP-101, KIP-320), with Kafka's answers."""
 
 from __future__ import annotations
 
+import time
+
+import trio
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from oncelog.broker.apis import HANDLERS
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import SimpleRecord, encode_batch
 from oncelog.protocol.records.batch import iter_headers
@@ -186,3 +193,127 @@ async def test_offset_for_leader_epoch_is_advertised_as_kafka_4_does(client) -> 
     )
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert ranges[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (2, 4)
+
+
+class _Counting:
+    """Wraps a handler, counting the requests it answers."""
+
+    def __init__(self, handler) -> None:
+        self.handler = handler
+        self.calls = 0
+
+    async def __call__(self, broker, request):
+        self.calls += 1
+        return await self.handler(broker, request)
+
+
+def _consume(consumer, count: int, timeout_s: float = 30.0) -> tuple[list[tuple[int, int, bytes]], list[int]]:
+    """(offset, leader epoch, value) of the next ``count`` records, and the codes of the errors seen meanwhile."""
+    records: list[tuple[int, int, bytes]] = []
+    errors: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < count:
+        assert time.monotonic() < deadline, f"consumed {records}, errors {errors}"
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error() is not None:
+            errors.append(message.error().code())
+            continue
+        records.append((message.offset(), message.leader_epoch(), message.value()))
+    return records, errors
+
+
+def _consumer(broker) -> Consumer:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{broker.port}",
+            "group.id": "epochs-unused",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    consumer.assign([TopicPartition("validated", 0, OFFSET_BEGINNING)])
+    return consumer
+
+
+async def test_librdkafka_follows_a_new_leader_epoch_validating_its_position(broker, client, monkeypatch) -> None:
+    counted = _Counting(HANDLERS[ApiKey.OFFSET_FOR_LEADER_EPOCH])
+    monkeypatch.setitem(HANDLERS, ApiKey.OFFSET_FOR_LEADER_EPOCH, counted)
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("validated"))
+    for i in range(5):
+        await _produce(client, "validated", [b"e0-%d" % i, b"e0-%d'" % i])
+    consumer = _consumer(broker)
+    try:
+        first, errors = await trio.to_thread.run_sync(_consume, consumer, 10)
+        assert [(offset, epoch) for offset, epoch, _ in first] == [(o, 0) for o in range(10)]  # the batches' epoch
+
+        broker.node.replicas.set_leader_epoch("validated", 0, 3)  # a new leader (this node again)
+        await _produce(client, "validated", [b"e3-a", b"e3-b"])
+        later, errors = await trio.to_thread.run_sync(_consume, consumer, 2)
+        assert [(offset, epoch) for offset, epoch, _ in later] == [(10, 3), (11, 3)]
+        assert errors == []
+        assert counted.calls >= 1  # librdkafka checked its position against the new leader (KIP-320)
+    finally:
+        await trio.to_thread.run_sync(consumer.close)
+
+
+async def test_librdkafka_detects_a_truncated_log_through_offset_for_leader_epoch(broker, client) -> None:
+    """A new leader whose log diverges from offset 6 (the old one's records 6-9 were never replicated): the consumer
+    at offset 10 learns from OffsetForLeaderEpoch that epoch 0 ended at 6 and goes on from 6 with the new leader's
+    records (librdkafka's log-truncation handling with auto.offset.reset set: seek to the end offset answered).
+    Without the answer it would resume at 10 and miss 6-9."""
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("validated"))
+    for i in range(5):
+        await _produce(client, "validated", [b"old-%d" % (2 * i), b"old-%d" % (2 * i + 1)])
+    consumer = _consumer(broker)
+    try:
+        first, _ = await trio.to_thread.run_sync(_consume, consumer, 10)
+        assert [offset for offset, _, _ in first] == list(range(10))
+
+        broker.node.replicas.get_log("validated", 0).truncate_to(6)
+        broker.node.replicas.set_leader_epoch("validated", 0, 1)
+        await _produce(client, "validated", [b"new-%d" % i for i in range(6, 12)])
+        after, _ = await trio.to_thread.run_sync(_consume, consumer, 6)
+        assert after == [(o, 1, b"new-%d" % o) for o in range(6, 12)]
+    finally:
+        await trio.to_thread.run_sync(consumer.close)
+
+
+def _kafka_python_consume(consumer, count: int, timeout_s: float = 30.0) -> list[tuple[int, int, bytes]]:
+    records: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < count:
+        assert time.monotonic() < deadline, f"consumed {records}"
+        for batch_records in consumer.poll(timeout_ms=200).values():
+            records.extend((r.offset, r.leader_epoch, r.value) for r in batch_records)
+    return records
+
+
+async def test_kafka_python_follows_new_epochs_and_a_truncated_log(broker, client) -> None:
+    """kafka-python 3 validates its position too (KIP-320): it goes on after an epoch bump, and back to where the
+    old epoch ended when the new leader's log diverged."""
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("validated"))
+    for i in range(5):
+        await _produce(client, "validated", [b"old-%d" % (2 * i), b"old-%d" % (2 * i + 1)])
+    consumer = await trio.to_thread.run_sync(
+        lambda: KafkaConsumer(
+            bootstrap_servers=f"127.0.0.1:{broker.port}", auto_offset_reset="earliest", metadata_max_age_ms=500
+        )
+    )
+    try:
+        consumer.assign([KafkaTopicPartition("validated", 0)])
+        first = await trio.to_thread.run_sync(_kafka_python_consume, consumer, 10)
+        assert [(offset, epoch) for offset, epoch, _ in first] == [(o, 0) for o in range(10)]
+
+        broker.node.replicas.set_leader_epoch("validated", 0, 2)
+        await _produce(client, "validated", [b"old-10"])
+        assert await trio.to_thread.run_sync(_kafka_python_consume, consumer, 1) == [(10, 2, b"old-10")]
+
+        broker.node.replicas.get_log("validated", 0).truncate_to(6)
+        broker.node.replicas.set_leader_epoch("validated", 0, 4)
+        await _produce(client, "validated", [b"new-%d" % i for i in range(6, 12)])
+        after = await trio.to_thread.run_sync(_kafka_python_consume, consumer, 6)
+        assert after == [(o, 4, b"new-%d" % o) for o in range(6, 12)]
+    finally:
+        await trio.to_thread.run_sync(consumer.close)
