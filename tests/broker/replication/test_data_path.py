@@ -282,3 +282,40 @@ async def test_records_deleted_on_the_leader_go_on_the_followers_too(make_cluste
     follower = cluster.node(2).logs.get(TOPIC, 0)
     assert follower is not None
     await until(lambda: follower.log_start_offset == 2)
+
+
+async def test_partitions_led_by_different_brokers_and_moved_between_them(make_cluster) -> None:
+    cluster = await make_cluster([1, 2, 3])
+    await cluster.create_topic("many", partitions=4)
+    leaders = {0: 1, 1: 2, 2: 3, 3: 1}
+    for partition, leader in leaders.items():
+        cluster.apply("many", partition, led_by(leader))
+    clients = {n: await connect(cluster, n) for n in (1, 2, 3)}
+
+    async def produce_to(partition: int, value: bytes) -> int:
+        body = produce_body("many", partition, batch([value]))
+        response = await clients[leaders[partition]].request(ApiKey.PRODUCE, 9, body)
+        answer = response.responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.NONE, (partition, answer)
+        return answer.base_offset
+
+    def logs_equal(partition: int) -> bool:
+        logs = [cluster.node(n).logs.get("many", partition) for n in (1, 2, 3)]
+        contents = {x.read(0, 1 << 20, min_one_batch=True) for x in logs if x is not None}
+        return len(contents) == 1
+
+    for partition in leaders:
+        assert await produce_to(partition, b"first-%d" % partition) == 0
+    # One fetcher per leader on each broker, each fetching that leader's partitions.
+    assert sorted(cluster.node(1).replica_fetchers.fetchers) == [2, 3]
+    assert sorted(cluster.node(2).replica_fetchers.fetchers[1].partitions) == [("many", 0), ("many", 3)]
+
+    # Partition 3 moves from broker 1 to broker 2 (epoch 1): broker 1 now fetches it from broker 2.
+    leaders[3] = 2
+    cluster.apply("many", 3, led_by(2, leader_epoch=1, partition_epoch=1))
+    assert ("many", 3) in cluster.node(1).replica_fetchers.fetchers[2].partitions
+    assert ("many", 3) not in cluster.node(3).replica_fetchers.fetchers[1].partitions
+    for partition in leaders:
+        assert await produce_to(partition, b"second-%d" % partition) == 1
+    for partition in leaders:
+        await until(lambda p=partition: logs_equal(p))
