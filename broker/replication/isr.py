@@ -3,8 +3,9 @@ and as soon as a follower has caught up it adds it back, each change through the
 AlterPartition): the leader adopts the ISR only once the controller stored it, so the ISR a leader acts on is never
 smaller than the stored one (a follower dropped locally only could be elected with data it lacks).
 
-One change per partition at a time; a refused change (stale epochs, not the leader any more) is dropped and waits
-for the controller's new state; the next round computes afresh.
+One change per partition at a time; a refused or failed change (stale epochs, not the leader any more, the
+controller unreachable) is not proposed again for that partition until its state changes or half a lag time has
+passed, however often followers' fetches ask for a round.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class IsrMaintenance:
         self._clock_ms = clock_ms
         self._interval_s = lag_time_max_ms / 2 / 1000
         self._poked = trio.Event()
+        #: Partitions whose last proposal failed: (partition epoch it was based on, trio time to try again from).
+        self._backoff: dict[tuple[str, int], tuple[int, float]] = {}
 
     def poke(self) -> None:
         self._poked.set()
@@ -84,14 +87,22 @@ class IsrMaintenance:
 
     async def check_once(self) -> None:
         for topic, partition, proposed in isr_proposals(self._roles, self._log_end_offset, self._clock_ms()):
+            tp = (topic, partition)
+            backoff = self._backoff.get(tp)
+            if backoff is not None:
+                if backoff[0] == proposed.partition_epoch and trio.current_time() < backoff[1]:
+                    continue
+                del self._backoff[tp]
             try:
                 outcome = await self._updater.alter_isr(topic, partition, proposed)
-            except Exception as exc:  # the controller unreachable: try again next round
+            except Exception as exc:  # the controller unreachable: try again later
                 log.warning("alter_isr_failed", topic=topic, partition=partition, error=str(exc))
-                continue
+                outcome = None
             if isinstance(outcome, Refused):
                 log.info(
                     "alter_isr_refused", topic=topic, partition=partition, error=outcome.error.name, reason=str(outcome)
                 )
+            if outcome is None or isinstance(outcome, Refused):
+                self._backoff[tp] = (proposed.partition_epoch, trio.current_time() + self._interval_s)
                 continue
             self._adopt(topic, partition, outcome)
