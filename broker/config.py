@@ -244,6 +244,12 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec("replica.fetch.min.bytes", int, 1, "Bytes a follower's fetch waits for."),
         PropertySpec("replica.fetch.backoff.ms", int, 1000, "Pause of a follower's fetcher after an error."),
         PropertySpec(
+            "replica.high.watermark.checkpoint.interval.ms",
+            int,
+            5000,
+            "How often a cluster member saves its high watermarks (replication-offset-checkpoint).",
+        ),
+        PropertySpec(
             "inter.broker.listener.name",
             str,
             "",

@@ -100,7 +100,7 @@ NOT_USED: tuple[NotUsed, ...] = (
             """offsets.topic.replication.factor transaction.state.log.replication.factor
             transaction.state.log.min.isr share.coordinator.state.topic.replication.factor
             share.coordinator.state.topic.min.isr num.replica.fetchers
-            replica.high.watermark.checkpoint.interval.ms replica.socket.receive.buffer.bytes
+            replica.socket.receive.buffer.bytes
             replica.socket.timeout.ms replica.selector.class unclean.leader.election.enable
             unclean.leader.election.interval.ms auto.leader.rebalance.enable leader.imbalance.check.interval.seconds
             leader.imbalance.per.broker.percentage controlled.shutdown.enable broker.rack

@@ -250,6 +250,7 @@ class BrokerNode:
                 nursery.start_soon(self._checkpoint_loop)
                 if self.replica_fetchers is not None:
                     await nursery.start(self.replica_fetchers.run)
+                    nursery.start_soon(self._high_watermark_checkpoint_loop)
                 if self.isr_maintenance is not None:
                     await nursery.start(self.isr_maintenance.run)
                 for listener in self.listeners:
@@ -266,6 +267,8 @@ class BrokerNode:
                 task_status.started(self.port)
         finally:
             with trio.CancelScope(shield=True):
+                if self.replica_fetchers is not None:
+                    await trio.to_thread.run_sync(self._checkpoint_high_watermarks)
                 await trio.to_thread.run_sync(self.logs.close)
                 lock.release()
                 log.info("stopped", node_id=self.node_id)
@@ -314,6 +317,20 @@ class BrokerNode:
                     _housekeeping_failed(partition_log, exc)
         finally:
             self._housekeeping.release()
+
+    async def _high_watermark_checkpoint_loop(self) -> None:
+        """A cluster member saves its high watermarks every replica.high.watermark.checkpoint.interval.ms (and at
+        shutdown): a restarted replica starts from them rather than from its log end."""
+        interval_s = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000
+        while True:
+            await trio.sleep(interval_s)
+            await trio.to_thread.run_sync(self._checkpoint_high_watermarks)
+
+    def _checkpoint_high_watermarks(self) -> None:
+        try:
+            self.logs.checkpoint_high_watermarks()
+        except (OSError, StorageError) as exc:
+            log.error("high_watermark_checkpoint_failed", error=str(exc))
 
     async def _checkpoint_loop(self) -> None:
         """Every log.flush.offset.checkpoint.interval.ms: fsync everything (indexes too) and save recovery points,

@@ -139,6 +139,9 @@ class ReplicaManager:
         #: Followers' fetches parked on a led partition: woken by every append, not only by the high watermark.
         self._replica_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
         self._leader_epochs: dict[tuple[str, int], int] = {}
+        #: The high watermarks saved before this start (``replication-offset-checkpoint``), read at the first
+        #: partition state and each used once: a log opens with its high watermark at its end.
+        self._saved_high_watermarks: dict[tuple[str, int], int] | None = None
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
@@ -399,6 +402,8 @@ class ReplicaManager:
         partition_log = self.logs.get(topic, partition)
         if partition_log is None:
             raise LookupError(f"no log for {topic}-{partition}")
+        if self.roles.get(tp) is None:
+            self._restore_high_watermark(partition_log)
         transition = self.roles.apply(
             tp,
             state,
@@ -444,6 +449,20 @@ class ReplicaManager:
             self.fetchers.unfollow(topic, partition)
         self._wake(self._fetch_watchers, (topic, partition))
         self._wake(self._replica_watchers, (topic, partition))
+
+    def _restore_high_watermark(self, partition_log: PartitionLog) -> None:
+        """A partition's first state since the start: its high watermark goes back to the one saved before (Kafka
+        initialises a replica's from the checkpoint), so a replica that opened with it at its log end does not
+        expose what its followers may not have; a leader alone in its ISR moves it to its end again at once."""
+        if self._saved_high_watermarks is None:
+            try:
+                self._saved_high_watermarks = self.logs.checkpointed_high_watermarks()
+            except (OSError, storage_errors.StorageError) as exc:
+                log.warning("high_watermarks_unreadable", error=str(exc))
+                self._saved_high_watermarks = {}
+        saved = self._saved_high_watermarks.pop((partition_log.topic, partition_log.partition), None)
+        if saved is not None and saved < partition_log.high_watermark:
+            partition_log.update_high_watermark(saved)
 
     def adopt_isr(self, topic: str, partition: int, state: PartitionState) -> None:
         """The controller accepted this leader's ISR change (``broker.replication.isr``)."""

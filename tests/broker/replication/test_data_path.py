@@ -319,3 +319,26 @@ async def test_partitions_led_by_different_brokers_and_moved_between_them(make_c
         assert await produce_to(partition, b"second-%d" % partition) == 1
     for partition in leaders:
         await until(lambda p=partition: logs_equal(p))
+
+
+async def test_a_restarted_leader_starts_from_its_saved_high_watermark(make_cluster) -> None:
+    cluster = await make_cluster([1, 2])
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
+    client = await connect(cluster, 1)
+    assert (await produce(client, batch([b"committed"]))).error_code == ErrorCode.NONE
+    await cluster.stop(2)  # still in the ISR: the high watermark stays at 1 from now on
+    assert (await produce(client, batch([b"uncommitted"]), acks=1)).error_code == ErrorCode.NONE
+    assert high_watermark(cluster, 1) == 1
+
+    # Restarted, the leader opens its log with the high watermark at its end (2), then its first state brings back
+    # the saved one: consumers do not see what the follower lacks.
+    await cluster.stop(1)
+    await cluster.start(1)
+    assert (end_offset(cluster, 1), high_watermark(cluster, 1)) == (2, 1)
+    client = await connect(cluster, 1)
+    listed = await client.request(ApiKey.LIST_OFFSETS, 3, list_offsets_body(TOPIC, 0, -1))
+    assert listed.topics[0].partitions[0].offset == 1
+    # Alone in its ISR, it moves the high watermark to its end at once (Kafka's single-replica leader).
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2), isr=(1,), partition_epoch=1))
+    assert high_watermark(cluster, 1) == 2
