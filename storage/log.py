@@ -418,14 +418,8 @@ class PartitionLog:
         """Record the batches' new leader epochs, roll when due, write ``pieces`` (the ``size`` bytes of the batches
         ``headers`` describe, at those positions) and their aborted-transaction entries, then move the log end and
         commit ``info``."""
-        cache = self.leader_epoch_cache
-        try:
-            for _pos, header in headers:
-                epoch = header.partition_leader_epoch
-                if epoch > cache.latest_epoch:
-                    cache.assign(epoch, header.base_offset)
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot write {cache.path}: {exc}") from exc
+        for _pos, header in headers:
+            self._assign_epoch(header.partition_leader_epoch, header.base_offset)
         last = headers[-1][1]
         segment = self._maybe_roll(size, len(headers), last.last_offset, now_ms)
         try:
@@ -434,6 +428,22 @@ class PartitionLog:
             raise KafkaStorageError(f"append to {segment.log_path} failed: {exc}") from exc
         self.log_end_offset = last.next_offset
         self.producer_state.commit(info)
+
+    def maybe_assign_epoch_start(self, leader_epoch: int) -> None:
+        """Record that ``leader_epoch`` starts at the log end offset when it is newer than every epoch the log knows
+        (Kafka's maybeAssignEpochStartOffset, when a replica becomes the leader), so that appends at that epoch write
+        nothing. Costs an fsync when it records something: a broker taking the lead of many partitions does it in
+        worker threads. Raises KafkaStorageError."""
+        self._assign_epoch(leader_epoch, self.log_end_offset)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Add ``epoch`` starting at ``start_offset`` to the leader-epoch cache when newer than its latest."""
+        cache = self.leader_epoch_cache
+        if epoch > cache.latest_epoch:
+            try:
+                cache.assign(epoch, start_offset)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot write {cache.path}: {exc}") from exc
 
     def _should_roll(self, segment: LogSegment, size: int, batches: int, last_offset: int, now_ms: int) -> bool:
         if segment.is_empty:

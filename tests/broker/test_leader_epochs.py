@@ -180,7 +180,7 @@ async def test_offset_for_leader_epoch_checks_the_current_epoch_and_the_partitio
             (0, ErrorCode.NONE, 2, 4),
             (0, ErrorCode.FENCED_LEADER_EPOCH, -1, -1),
             (0, ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1),
-            (1, ErrorCode.NONE, -1, -1),  # nothing appended there yet: no epoch known
+            (1, ErrorCode.NONE, 0, 0),  # nothing appended there yet: epoch 0 began at creation, at offset 0
             (2, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
         ]
     response = await client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, _offset_for_epoch([(0, -1, 0)], "nope"))
@@ -317,3 +317,16 @@ async def test_kafka_python_follows_new_epochs_and_a_truncated_log(broker, clien
         assert after == [(o, 4, b"new-%d" % o) for o in range(6, 12)]
     finally:
         await trio.to_thread.run_sync(consumer.close)
+
+
+async def test_a_new_partition_records_its_first_epoch_when_created_not_at_its_first_append(broker, client) -> None:
+    """The checkpoint write (an fsync) happens in the creation's worker threads, not on the event loop when the
+    partition takes its first records."""
+    await client.request(ApiKey.CREATE_TOPICS, 5, create_topic_body("fresh", partitions=3))
+    checkpoints = [broker.node.replicas.get_log("fresh", p).directory / LEADER_EPOCH_CHECKPOINT for p in range(3)]
+    assert [c.read_text() for c in checkpoints] == ["0\n1\n0 0\n"] * 3
+    inodes = [c.stat().st_ino for c in checkpoints]
+    for p in range(3):
+        await _produce(client, "fresh", [b"x"], partition=p)
+    assert [c.stat().st_ino for c in checkpoints] == inodes  # not rewritten (atomic writes replace the file)
+    assert await _epochs_in_log(client, "fresh", 2) == [(0, 0)]

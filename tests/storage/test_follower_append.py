@@ -302,3 +302,14 @@ def test_the_leader_stamps_its_epoch_in_client_and_coordinator_batches(
     assert (leader.directory / LEADER_EPOCH_CHECKPOINT).read_bytes() == (
         follower.directory / LEADER_EPOCH_CHECKPOINT
     ).read_bytes()
+
+
+def test_a_new_leader_records_its_epoch_at_the_log_end_once(leader: PartitionLog) -> None:
+    leader.append(make_batch(3), now_ms=0)
+    leader.maybe_assign_epoch_start(2)  # became leader of epoch 2 at offset 3 (Kafka's makeLeader)
+    leader.maybe_assign_epoch_start(2)
+    leader.maybe_assign_epoch_start(1)  # older: nothing
+    assert leader.leader_epoch_cache.entries == [(0, 0), (2, 3)]
+    leader.append(make_batch(1), now_ms=0, leader_epoch=2)
+    assert leader.leader_epoch_cache.entries == [(0, 0), (2, 3)]
+    assert leader.leader_epoch_cache.end_offset_for(0, leader.log_end_offset) == (0, 3)
