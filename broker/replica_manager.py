@@ -419,7 +419,7 @@ class ReplicaManager:
         if transition is Transition.BECAME_LEADER:
             # The new epoch starts at the log end (Kafka's maybeAssignEpochStartOffset): OffsetForLeaderEpoch then
             # tells a follower where its older epoch ended here even before this leader appends anything.
-            partition_log.leader_epoch_cache.assign(state.leader_epoch, partition_log.log_end_offset)
+            partition_log.maybe_assign_epoch_start(state.leader_epoch)
         if transition is not Transition.UPDATED:
             log.info(
                 "partition_role",
