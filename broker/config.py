@@ -190,6 +190,15 @@ PROPERTIES: dict[str, PropertySpec] = {
             "delete.retention.ms",
             topic_minimum=0,
         ),
+        PropertySpec(
+            "log.cleaner.max.compaction.lag.ms",
+            int,
+            9223372036854775807,
+            "Longest a record of a compacted log stays uncompacted: the active segment rolls at this age (if below "
+            "log.roll.ms) and the next compaction pass cleans it.",
+            "max.compaction.lag.ms",
+            topic_minimum=1,
+        ),
         PropertySpec("log.cleaner.enable", bool, True, "Compact the logs whose cleanup.policy holds compact."),
         PropertySpec("log.cleaner.backoff.ms", int, 15000, "Pause between looks for logs to compact."),
         PropertySpec(
@@ -279,6 +288,17 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for."),
         PropertySpec("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for."),
         PropertySpec("group.max.size", int, 2147483647, "Most members a consumer group may have."),
+        # KIP-848 consumer groups: the defaults and bounds of the GROUP configs (broker/group_configs.py).
+        PropertySpec(
+            "group.consumer.session.timeout.ms", int, 45000, "Default consumer.session.timeout.ms of a group."
+        ),
+        PropertySpec("group.consumer.min.session.timeout.ms", int, 45000, "Lowest consumer.session.timeout.ms."),
+        PropertySpec("group.consumer.max.session.timeout.ms", int, 60000, "Highest consumer.session.timeout.ms."),
+        PropertySpec(
+            "group.consumer.heartbeat.interval.ms", int, 5000, "Default consumer.heartbeat.interval.ms of a group."
+        ),
+        PropertySpec("group.consumer.min.heartbeat.interval.ms", int, 5000, "Lowest consumer.heartbeat.interval.ms."),
+        PropertySpec("group.consumer.max.heartbeat.interval.ms", int, 15000, "Highest consumer.heartbeat.interval.ms."),
     )
 }
 
@@ -541,6 +561,7 @@ class BrokerConfig:
             compression_type=str(values["compression.type"]),
             flush_messages=int(values["log.flush.interval.messages"]),  # type: ignore[arg-type]
             flush_ms=int(values["log.flush.interval.ms"]),  # type: ignore[arg-type]
+            max_compaction_lag_ms=int(values["log.cleaner.max.compaction.lag.ms"]),  # type: ignore[arg-type]
         )
 
 

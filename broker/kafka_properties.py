@@ -55,9 +55,11 @@ class NotUsed:
     names: frozenset[str]
     #: Whole families of Kafka properties, by name prefix (used where Kafka's family is large and still growing).
     prefixes: tuple[str, ...] = ()
+    #: Names of those families that oncelog does read (they are in ``broker.config.PROPERTIES``).
+    read: frozenset[str] = frozenset()
 
     def covers(self, name: str) -> bool:
-        return name in self.names or name.startswith(self.prefixes)
+        return name in self.names or (name.startswith(self.prefixes) and name not in self.read)
 
 
 def _names(text: str) -> frozenset[str]:
@@ -139,7 +141,7 @@ NOT_USED: tuple[NotUsed, ...] = (
         "cleans every dirty log)",
         _names(
             """log.roll.jitter.ms log.roll.jitter.hours log.preallocate log.cleaner.min.cleanable.ratio
-            log.cleaner.min.compaction.lag.ms log.cleaner.max.compaction.lag.ms log.cleaner.io.max.bytes.per.second
+            log.cleaner.min.compaction.lag.ms log.cleaner.io.max.bytes.per.second
             log.cleaner.io.buffer.size log.cleaner.io.buffer.load.factor log.cleaner.dedupe.buffer.size
             log.flush.start.offset.checkpoint.interval.ms log.initial.task.delay.ms log.dir.failure.timeout.ms
             compression.gzip.level
@@ -168,12 +170,19 @@ NOT_USED: tuple[NotUsed, ...] = (
         prefixes=("sasl.oauthbearer.",),
     ),
     NotUsed(
-        "KIP-848 and KIP-932 group protocols: oncelog's groups use the classic rebalance protocol",
+        "KIP-848 and KIP-932 group protocols: oncelog's groups use the classic rebalance protocol (the GROUP "
+        "configs' defaults and bounds are read)",
         _names(
             """group.coordinator.rebalance.protocols group.coordinator.append.linger.ms group.coordinator.new.enable
             max.request.partition.size.limit"""
         ),
         prefixes=("group.consumer.", "group.share.", "group.streams.", "share.coordinator."),
+        # The defaults and bounds of the GROUP configs consumer.session.timeout.ms / consumer.heartbeat.interval.ms.
+        read=_names(
+            """group.consumer.session.timeout.ms group.consumer.min.session.timeout.ms
+            group.consumer.max.session.timeout.ms group.consumer.heartbeat.interval.ms
+            group.consumer.min.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms"""
+        ),
     ),
     NotUsed(
         "tiered storage (KIP-405): oncelog keeps every segment in its local data dir",

@@ -41,14 +41,15 @@ class LogCompactor:
     def __init__(self, logs: LogManager, housekeeping: trio.Lock, backoff_ms: int) -> None:
         self._logs = logs
         self._housekeeping = housekeeping
-        self._backoff_s = backoff_ms / 1000
+        #: log.cleaner.backoff.ms; dynamic: the next pause uses the value set.
+        self.backoff_ms = backoff_ms
         #: Per log, the end of the range its last pass covered (0: none yet, e.g. after a restart).
         self._first_dirty: dict[PartitionLog, int] = {}
         self._failed: set[PartitionLog] = set()
 
     async def run(self) -> None:
         while True:
-            await trio.sleep(self._backoff_s)
+            await trio.sleep(self.backoff_ms / 1000)
             await self.compact_all()
 
     async def compact_all(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import structlog
@@ -18,8 +18,10 @@ import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
 from oncelog.broker.config import BrokerConfig, ConfigError
+from oncelog.broker.dynamic_config import DYNAMIC_CONFIGS_FILE, DynamicBrokerConfigs
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
+from oncelog.broker.group_configs import GroupConfigs
 from oncelog.broker.listeners import (
     Endpoint,
     Listener,
@@ -40,6 +42,7 @@ from oncelog.broker.sasl.credentials import ScramCredentialStore
 from oncelog.broker.server import serve
 from oncelog.broker.startup import DataDirLock
 from oncelog.broker.tls import server_context
+from oncelog.broker.topic_configs import ConfigChangeError
 from oncelog.broker.topics import TopicManager
 from oncelog.broker.txn.coordinator import TransactionCoordinator
 from oncelog.broker.txn.markers import LocalMarkerWriter
@@ -70,9 +73,16 @@ class BrokerNode:
         A cluster member is given ``endpoint_of`` (another broker's inter-broker listener address: followers fetch
         from it) and ``isr_updater`` (the controller's AlterPartition); partition roles then come from
         ``replicas.apply_partition_state``. Without them the node is the single node: it leads every partition."""
-        self.config = config
+        #: The properties file and command line; ``config`` is it with the dynamic configs applied.
+        self.static_config = config
         self.node_id = config.get_int("node.id")
         self.data_dir = Path(config.get_str("log.dirs"))
+        self.dynamic_configs = DynamicBrokerConfigs(self.data_dir)
+        try:
+            config = self.dynamic_configs.effective(config, self.dynamic_configs.cluster, self.dynamic_configs.broker)
+        except ConfigChangeError as exc:
+            raise ConfigError(f"{DYNAMIC_CONFIGS_FILE}: {exc.message}") from None
+        self.config = config
         protocol_map = parse_protocol_map(config.get_str("listener.security.protocol.map"))
         if listen is not None:
             text = f"{listen.name or 'PLAINTEXT'}://[{listen.host}]:{listen.port}"
@@ -144,6 +154,7 @@ class BrokerNode:
         self._housekeeping = trio.Lock()
         self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
         self.scram_credentials = ScramCredentialStore(self.data_dir)
+        self.group_configs = GroupConfigs(self.data_dir)
         #: Request bytes in flight on every listener (``queued.max.request.bytes``).
         self.request_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
         #: Fetch response bytes not yet sent, across connections: as much again (oncelog's own; Kafka sends fetched
@@ -176,6 +187,26 @@ class BrokerNode:
         info = self.metadata.get(topic)
         overrides = info.configs if info is not None else {}
         return self.config.log_config({**overrides, **INTERNAL_TOPIC_CONFIGS.get(topic, {})})
+
+    def alter_dynamic_configs(self, per_broker: bool, configs: Mapping[str, str]) -> None:
+        """Make ``configs`` the dynamic set of this broker (``per_broker``) or the cluster default: persisted first
+        (OSError: nothing changes), then in effect before this returns: each partition log without an override of
+        a changed default gets it, new logs are made with it, the compactor waits the new log.cleaner.backoff.ms."""
+        cluster, broker = self.dynamic_configs.cluster, self.dynamic_configs.broker
+        if per_broker:
+            broker = dict(configs)
+        else:
+            cluster = dict(configs)
+        config = self.dynamic_configs.effective(self.static_config, cluster, broker)
+        self.dynamic_configs.store(per_broker, configs)
+        self.config = config
+        self.logs.default_config = config.log_config()
+        self.compactor.backoff_ms = config.get_int("log.cleaner.backoff.ms")
+        for (topic, _partition), partition_log in self.logs.all_logs().items():
+            log_config = self.topic_log_config(topic)
+            if partition_log.config != log_config:
+                self.flusher.update_config(partition_log, log_config)
+        log.info("dynamic_broker_configs_altered", per_broker=per_broker, configs=configs)
 
     def _high_watermark_advanced(self, partition_log: PartitionLog) -> None:
         self.replicas.high_watermark_advanced(partition_log)

@@ -81,6 +81,8 @@ class PartitionAppend:
     message: str | None = None
     #: ``(index in its batch, message)`` of every record the error is about (Produce v8+ ``record_errors``).
     record_errors: list[tuple[int, str]] = field(default_factory=list)
+    #: The partition's log start offset when its log refused the records (Kafka's processFailedRecord), else -1.
+    log_start_offset: int = -1
 
 
 @dataclass
@@ -227,7 +229,9 @@ class ReplicaManager:
             code = error_code_for(exc)
             log.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
             record_errors = exc.record_errors if isinstance(exc, storage_errors.RecordValidationError) else []
-            return PartitionAppend(code, message=str(exc), record_errors=record_errors)
+            return PartitionAppend(
+                code, message=str(exc), record_errors=record_errors, log_start_offset=partition_log.log_start_offset
+            )
         except OSError as exc:
             log.error("append_failed", topic=topic, partition=partition, error=str(exc))
             return PartitionAppend(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))

@@ -7,13 +7,15 @@ in pyproject.toml keeps broker/apis/ from importing broker/node.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from oncelog.broker.config import BrokerConfig
+    from oncelog.broker.dynamic_config import DynamicBrokerConfigs
     from oncelog.broker.group.coordinator import GroupCoordinator
+    from oncelog.broker.group_configs import GroupConfigs
     from oncelog.broker.listeners import Endpoint
     from oncelog.broker.metadata import MetadataStore
     from oncelog.broker.producer_ids import ProducerIdAllocator
@@ -29,6 +31,8 @@ class Broker(Protocol):
     """The broker as its request handlers see it."""
 
     config: BrokerConfig
+    static_config: BrokerConfig
+    dynamic_configs: DynamicBrokerConfigs
     node_id: int
     data_dir: Path
     metadata: MetadataStore
@@ -39,9 +43,14 @@ class Broker(Protocol):
     transactions: TransactionCoordinator
     groups: GroupCoordinator
     scram_credentials: ScramCredentialStore
+    group_configs: GroupConfigs
 
     def advertised_for(self, listener_name: str | None) -> Endpoint:
         """Where clients of the listener named ``listener_name`` (None: the first) are told to connect."""
+        ...
+
+    def alter_dynamic_configs(self, per_broker: bool, configs: Mapping[str, str]) -> None:
+        """Persist and apply the dynamic broker configs of this broker (``per_broker``) or the cluster default."""
         ...
 
     async def ensure_offsets_topic(self) -> None:

@@ -9,7 +9,7 @@ ConfigurationControlManager's operations, then LogConfig's validation). Persisti
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -63,11 +63,17 @@ def _list_default(name: str) -> str:
     return str(PROPERTIES[TOPIC_PROPERTIES[name]].default)
 
 
-def apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
+def apply_ops(
+    current: Mapping[str, str],
+    ops: Sequence[ConfigOp],
+    *,
+    is_list: Callable[[str], bool] = is_list_config,
+    list_default: Callable[[str], str] = _list_default,
+) -> dict[str, str]:
     """``current`` with each operation applied in turn (ConfigurationControlManager.incrementalAlterConfigResource).
 
-    APPEND and SUBTRACT work on the comma-separated items of the override, else of the default; on a config that
-    is not a list they raise INVALID_CONFIG.
+    APPEND and SUBTRACT work on the comma-separated items of the override, else of ``list_default``; on a config
+    that is not a list (``is_list``; default: the topic configs') they raise INVALID_CONFIG.
     """
     result = dict(current)
     for op in ops:
@@ -78,11 +84,11 @@ def apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, 
             result.pop(op.name, None)
         else:
             kind = OpType(op.op).name
-            if not is_list_config(op.name):
+            if not is_list(op.name):
                 raise ConfigChangeError(
                     ErrorCode.INVALID_CONFIG, f"Can't {kind} to key {op.name} because its type is not LIST."
                 )
-            items = list(list_items(result.get(op.name, _list_default(op.name))))
+            items = list(list_items(result.get(op.name, list_default(op.name))))
             for item in list_items(op.value or ""):
                 if op.op == OpType.APPEND and item not in items:
                     items.append(item)

@@ -284,19 +284,19 @@ class TopicManager:
         """IncrementalAlterConfigs (``incremental``) or AlterConfigs (``ops`` are SETs replacing every override) of
         topic ``name``. Unless ``validate_only``, a valid change is persisted (topics.json, atomic and fsynced) and
         then applied to every partition log of the topic before this returns; a failed write changes nothing
-        (KAFKA_STORAGE_ERROR). Checks and errors are Kafka's, the config checks before the topic's existence."""
+        (KAFKA_STORAGE_ERROR). Checks and errors are Kafka's, the topic's existence before its configs."""
         if not name:
             return TopicOutcome(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         problem = topic_name_problem(name)
         if problem is not None:
             return TopicOutcome(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         topic = self._broker.metadata.get(name)
-        try:
-            configs = new_overrides(name, topic.configs if topic else {}, ops, incremental=incremental)
-        except ConfigChangeError as exc:
-            return TopicOutcome(exc.code, exc.message)
         if topic is None:
             return TopicOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        try:
+            configs = new_overrides(name, topic.configs, ops, incremental=incremental)
+        except ConfigChangeError as exc:
+            return TopicOutcome(exc.code, exc.message)
         if validate_only or configs == topic.configs:
             return TopicOutcome(ErrorCode.NONE, topic=topic)
         try:

@@ -226,7 +226,7 @@ APIS: dict[ApiKey, Api] = {
         Api(ApiKey.OFFSET_FETCH, offset_fetch, (1, 7)),
         Api(ApiKey.OFFSET_DELETE, offset_delete, (0, 0)),
         Api(ApiKey.DESCRIBE_GROUPS, describe_groups, (0, 5)),
-        Api(ApiKey.LIST_GROUPS, list_groups, (0, 4)),
+        Api(ApiKey.LIST_GROUPS, list_groups, (0, 5)),
         Api(ApiKey.DELETE_GROUPS, delete_groups, (0, 2)),
         Api(ApiKey.TXN_OFFSET_COMMIT, txn_offset_commit, (0, 3)),
         Api(ApiKey.CREATE_PARTITIONS, create_partitions, (0, 3)),

@@ -39,6 +39,10 @@ class LogConfig:
     # with flush_ms unset, is fsync before acknowledging; Kafka's is Long.MAX_VALUE).
     flush_messages: int = 1
     flush_ms: int = -1  # log.flush.interval.ms / flush.ms: longest time data stays unflushed (-1 or Long.MAX: unset)
+    # log.cleaner.max.compaction.lag.ms / max.compaction.lag.ms: longest a record of a compacted log stays
+    # uncompacted; bounds the active segment's age (Kafka's LogConfig.maxSegmentMs), since only rolled segments are
+    # compacted, and every compaction pass (log.cleaner.backoff.ms) cleans every rolled dirty segment.
+    max_compaction_lag_ms: int = LONG_MAX
 
     @property
     def flushes_by_time(self) -> bool:
@@ -50,6 +54,14 @@ class LogConfig:
         """Every acknowledged append is fsynced first (flush.messages=1, flush.ms unset); else page-cache mode.
         Computed once per config: the append path reads it like a plain attribute."""
         return self.flush_messages == 1 and not self.flushes_by_time
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The age that rolls the active segment: segment.ms, or max.compaction.lag.ms when a compacted log's is
+        lower (Kafka's LogConfig.maxSegmentMs)."""
+        if self.compacts and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @property
     def deletes(self) -> bool:

@@ -458,7 +458,7 @@ class PartitionLog:
 
     def _roll_time_reached(self, segment: LogSegment, now_ms: int) -> bool:
         first = segment.first_batch_timestamp
-        return first is not None and now_ms - first > self.config.segment_ms
+        return first is not None and now_ms - first > self.config.max_segment_ms
 
     def _maybe_roll(self, size: int, batches: int, last_offset: int, now_ms: int) -> LogSegment:
         segment = self.active_segment
@@ -582,23 +582,20 @@ class PartitionLog:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, max timestamp) of the first batch holding offsets at or above the log start offset whose max
-        timestamp is >= ``timestamp_ms``, or None.
-
-        The offset is the batch's base offset, raised to the log start offset when the batch straddles it.
-        """
+        """(offset, timestamp) of the first record at or above the log start offset whose timestamp is >=
+        ``timestamp_ms`` (see ``LogSegment.find_timestamp``), or None."""
         for segment in self._segments:
             if segment.next_offset <= self.log_start_offset or segment.max_timestamp < timestamp_ms:
                 continue
-            header = segment.find_timestamp(timestamp_ms, self.log_start_offset)
-            if header is not None:
-                return max(header.base_offset, self.log_start_offset), header.max_timestamp
+            found = segment.find_timestamp(timestamp_ms, self.log_start_offset)
+            if found is not None:
+                return found
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch with the largest max timestamp (ListOffsets -3; KIP-734).
-
-        The offset is that batch's base offset (raised to the log start offset); None for an empty log.
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3; KIP-734): the record
+        of the first batch holding it (Kafka's UnifiedLog.fetchOffsetByTimestamp), raised to the log start offset;
+        None for an empty log.
         """
         best: LogSegment | None = None
         for segment in self._segments:
@@ -611,7 +608,11 @@ class PartitionLog:
         found = best.find_batch(best.offset_of_max_timestamp)
         if found is None:
             return None
-        return max(found[1].base_offset, self.log_start_offset), best.max_timestamp
+        position, header = found
+        # Kafka's RecordBatch.offsetOfMaxTimestamp: the first record of the batch carrying its max timestamp.
+        record = best.first_record(position, header, lambda r: r.timestamp == header.max_timestamp)
+        offset = record[0] if record is not None else header.base_offset
+        return max(offset, self.log_start_offset), best.max_timestamp
 
     # ------------------------------------------------------------------------------------------ log start offset
     def check_log_start_offset(self, offset: int) -> None:

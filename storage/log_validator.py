@@ -284,9 +284,12 @@ def _validate_records(
         raise RecordValidationError(f"Found invalid record structure in topic partition {rules.partition}") from None
     if rules.errors:
         errors = sorted(dict(reversed(rules.errors)).items())  # one per record, the first found
-        shown = ", ".join(f"{index}: {message}" for index, message in errors[:3])
-        kind = InvalidTimestampError if rules.timestamp_error else RecordValidationError
-        raise kind(
+        if rules.timestamp_error:  # Kafka's LogValidator.processRecordErrors, messages included
+            raise InvalidTimestampError(
+                "One or more records have been rejected due to invalid timestamp", record_errors=errors
+            )
+        shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index, message in errors[:3])
+        raise RecordValidationError(
             f"One or more records have been rejected due to {rules.error_count} record errors in total, and only "
             f"showing the first three errors at most: [{shown}]",
             record_errors=errors,

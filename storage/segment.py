@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from oncelog.protocol.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from oncelog.protocol.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, InvalidBatchError, parse_header
+from oncelog.protocol.records.codec import Record, decode_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import StorageError
 from oncelog.storage.faults import fault_point
@@ -323,17 +324,33 @@ class LogSegment:
                 return pos, header
         return None
 
-    def find_timestamp(self, timestamp: int, starting_offset: int = 0) -> BatchHeader | None:
-        """Header of the first batch holding offsets at or above ``starting_offset`` whose max timestamp is >=
-        ``timestamp`` (Kafka's LogSegment.findOffsetByTimestamp); None if there is none."""
+    def find_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or above ``starting_offset`` whose timestamp is >= ``timestamp``
+        (Kafka's LogSegment.findOffsetByTimestamp and FileRecords.searchForTimestamp: the batches are skipped by
+        their max timestamp, the first batch that reaches it is decoded); None if there is none. A LogAppendTime
+        batch's records carry its max timestamp. A batch that no longer decodes answers its base offset."""
         if self.max_timestamp < timestamp:
             return None
         floor = self.time_index.lookup(timestamp)
         start = self.offset_index.lookup(max(floor or 0, starting_offset))
-        for _pos, header in self.iter_headers(start):
-            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
-                return header
+        for pos, header in self.iter_headers(start):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            found = self.first_record(pos, header, lambda r: r.timestamp >= timestamp and r.offset >= starting_offset)
+            if found is not None:
+                return found
         return None
+
+    def first_record(
+        self, position: int, header: BatchHeader, matches: Callable[[Record], bool]
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record of the batch at ``position`` that ``matches``, or None. A batch
+        that no longer decodes answers its base offset and max timestamp (what its header still tells)."""
+        try:
+            _header, records = decode_batch(self.pread(header.size, position))
+        except InvalidBatchError:
+            return header.base_offset, header.max_timestamp
+        return next(((r.offset, r.timestamp) for r in records if matches(r)), None)
 
     def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """See ``TransactionIndex.collect``."""

@@ -1,8 +1,9 @@
 """AlterConfigs (33): replace a topic's whole override set. Also the resource handling IncrementalAlterConfigs shares.
 
-BROKER resources: this broker has no dynamic configs, so any change to one is refused as Kafka refuses a config it
-cannot update at runtime (INVALID_REQUEST, "Cannot update these configs dynamically: ..."); an empty change
-succeeds. Other resource types are INVALID_REQUEST. A resource named twice is INVALID_REQUEST for each copy.
+BROKER resources: Kafka's dynamic broker configs (``broker.dynamic_config``), cluster-wide ("") or for this broker
+(its node id); a config Kafka cannot update at runtime is INVALID_REQUEST ("Cannot update these configs dynamically:
+..."). GROUP resources: a group's configs (``broker.group_configs``). Other resource types are INVALID_REQUEST. A
+resource named twice is INVALID_REQUEST for each copy.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from oncelog.broker.apis.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC
+from oncelog.broker.apis.describe_configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
+from oncelog.broker.dynamic_config import CLUSTER_DEFAULT
 from oncelog.broker.request import Request
-from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, OpType, check_entries
+from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, OpType
 from oncelog.broker.topics import TopicOutcome
 from oncelog.protocol import ErrorCode
 
@@ -21,8 +23,11 @@ if TYPE_CHECKING:
     from oncelog.broker.services import Broker
 
 
-def _alter_broker(broker: Broker, name: str, ops: Sequence[ConfigOp]) -> TopicOutcome:
-    """Kafka's checks of a BROKER resource (ConfigAdminManager), then the refusal of every change."""
+def _alter_broker(
+    broker: Broker, name: str, ops: Sequence[ConfigOp], *, incremental: bool, validate_only: bool
+) -> TopicOutcome:
+    """Kafka's checks of a BROKER resource (ConfigAdminManager), then the change of the dynamic configs of this
+    broker (its node id) or of the cluster default (""), persisted and applied unless ``validate_only``."""
     if name:
         if not name.lstrip("-").isdigit():
             return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
@@ -30,13 +35,36 @@ def _alter_broker(broker: Broker, name: str, ops: Sequence[ConfigOp]) -> TopicOu
             return TopicOutcome(
                 ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, but received {name}"
             )
+    per_broker = name != CLUSTER_DEFAULT
+    dynamic = broker.dynamic_configs
     try:
-        check_entries(ops)
+        configs = dynamic.changed(per_broker, ops, incremental=incremental)
+        if validate_only:
+            cluster, own = (dynamic.cluster, configs) if per_broker else (configs, dynamic.broker)
+            dynamic.effective(broker.static_config, cluster, own)
+        elif configs != dynamic.of(per_broker):
+            broker.alter_dynamic_configs(per_broker, configs)
     except ConfigChangeError as exc:
         return TopicOutcome(exc.code, exc.message)
-    if ops:
-        names = ", ".join(op.name for op in ops)
-        return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({names})")
+    except OSError as exc:
+        return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save the dynamic broker configs: {exc}")
+    return TopicOutcome(ErrorCode.NONE)
+
+
+def _alter_group(
+    broker: Broker, group_id: str, ops: Sequence[ConfigOp], *, incremental: bool, validate_only: bool
+) -> TopicOutcome:
+    """A GROUP resource (KIP-848): the group's config overrides, persisted unless ``validate_only``. The group need
+    not exist, as in Kafka."""
+    configs = broker.group_configs
+    try:
+        new = configs.changed(group_id, ops, broker.config, incremental=incremental)
+        if not validate_only and new != configs.of(group_id):
+            configs.store(group_id, new)
+    except ConfigChangeError as exc:
+        return TopicOutcome(exc.code, exc.message)
+    except OSError as exc:
+        return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save the configs of group {group_id}: {exc}")
     return TopicOutcome(ErrorCode.NONE)
 
 
@@ -59,7 +87,13 @@ def alter_resources(
                 resource.resource_name, ops_of(resource), incremental=incremental, validate_only=validate_only
             )
         elif resource.resource_type == RESOURCE_BROKER:
-            outcome = _alter_broker(broker, resource.resource_name, ops_of(resource))
+            outcome = _alter_broker(
+                broker, resource.resource_name, ops_of(resource), incremental=incremental, validate_only=validate_only
+            )
+        elif resource.resource_type == RESOURCE_GROUP:
+            outcome = _alter_group(
+                broker, resource.resource_name, ops_of(resource), incremental=incremental, validate_only=validate_only
+            )
         else:
             outcome = TopicOutcome(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}")
         responses.append(

@@ -1,4 +1,5 @@
-"""ListGroups (16): every group of this coordinator (v4+: only those in the requested states)."""
+"""ListGroups (16): every group of this coordinator (v4+: only those in the requested states; v5+: of the requested
+types, every group here being "classic")."""
 
 from __future__ import annotations
 
@@ -12,5 +13,6 @@ if TYPE_CHECKING:
 
 
 async def handle(broker: Broker, request: Request) -> dict:
-    groups = broker.groups.list_groups(list(request.body.states_filter))
+    body = request.body
+    groups = broker.groups.list_groups(list(body.states_filter), list(body.types_filter))
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

@@ -41,7 +41,7 @@ def _partition_response(index: int, outcome: PartitionAppend) -> dict:
         "error_code": outcome.error,
         "base_offset": result.first_offset if result is not None else -1,
         "log_append_time_ms": result.log_append_time if result is not None else NO_TIMESTAMP,
-        "log_start_offset": result.log_start_offset if result is not None else -1,
+        "log_start_offset": result.log_start_offset if result is not None else outcome.log_start_offset,
         "record_errors": [
             {"batch_index": index, "batch_index_error_message": message} for index, message in outcome.record_errors
         ],

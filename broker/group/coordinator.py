@@ -45,6 +45,8 @@ log = structlog.get_logger(__name__)
 #: Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member that stops waiting for its JoinGroup answer
 #: (e.g. disconnected) is dropped after this (KIP-394).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300000
+#: Kafka's Group.GroupType name of the groups of the JoinGroup/SyncGroup protocol (ListGroups v5).
+CLASSIC_GROUP_TYPE = "classic"
 #: Due groups the timer task expires between two scheduler checkpoints (a burst of expiries never stalls the loop).
 EXPIRIES_PER_CHECKPOINT = 64
 
@@ -624,10 +626,21 @@ class GroupCoordinator(OffsetsMixin):
         protocol = (group.protocol_name or "") if stable else ""
         return _described(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "", protocol, members)
 
-    def list_groups(self, states: list[str]) -> list[dict]:
-        wanted = {s.lower() for s in states}
+    def list_groups(self, states: list[str], types: list[str] = ()) -> list[dict]:
+        """Kafka's GroupMetadataManager.listGroups: the live groups in one of ``states`` and of one of ``types``
+        (each compared case-insensitively, states trimmed; an empty filter passes all). Every group here is a
+        classic one; a type Kafka does not know matches none."""
+        wanted = {s.strip().lower() for s in states}
+        kinds = {t.lower() for t in types}
+        if kinds and CLASSIC_GROUP_TYPE not in kinds:
+            return []
         return [
-            {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value}
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type or "",
+                "group_state": g.state.value,
+                "group_type": CLASSIC_GROUP_TYPE,
+            }
             for g in self._groups.values()
             if not g.is_(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
         ]

@@ -16,7 +16,7 @@ from .test_compaction import FAST_CLEANER, _read_all, _wait_compacted
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 3, 5
 
 
 def _incremental(resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], validate_only=False) -> dict:
@@ -62,15 +62,20 @@ async def _replace(client, topic: str, configs: dict[str, str | None], validate_
     return response.error_code, response.error_message
 
 
-async def _describe(client, topic: str) -> dict[str, tuple[str, int]]:
+async def _described(client, kind: int, name: str, synonyms: bool = False) -> list:
+    """DescribeConfigs v4 of one resource: its config entries."""
     body = {
-        "resources": [{"resource_type": TOPIC, "resource_name": topic, "configuration_keys": None}],
-        "include_synonyms": False,
+        "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
+        "include_synonyms": synonyms,
         "include_documentation": False,
     }
     result = (await client.request(ApiKey.DESCRIBE_CONFIGS, 4, body)).results[0]
     assert result.error_code == ErrorCode.NONE
-    return {c.name: (c.value, c.config_source) for c in result.configs}
+    return result.configs
+
+
+async def _describe(client, topic: str) -> dict[str, tuple[str, int]]:
+    return {c.name: (c.value, c.config_source) for c in await _described(client, TOPIC, topic)}
 
 
 async def _create(client, name: str, partitions: int = 1, **configs: str) -> None:
@@ -201,6 +206,11 @@ async def test_resource_errors(client) -> None:
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         "The topic 'missing' does not exist.",
     )
+    # Kafka looks the topic up first: an unknown config of a missing topic is UNKNOWN_TOPIC_OR_PARTITION too.
+    assert await _alter(client, "missing", ("retention.forever", SET, "1")) == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        "The topic 'missing' does not exist.",
+    )
     assert await _replace(client, "missing", {"retention.ms": "1"}) == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         "The topic 'missing' does not exist.",
@@ -233,25 +243,145 @@ async def test_resource_errors(client) -> None:
     assert (await _describe(client, "mixed"))["retention.ms"] == ("1000", DYNAMIC_TOPIC_CONFIG)
 
 
-async def test_broker_configs_cannot_be_updated_dynamically(broker, client) -> None:
-    for api, version, body in (
-        (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, _incremental([(BROKER, "1", [("log.retention.ms", SET, "1000")])])),
-        (ApiKey.ALTER_CONFIGS, 0, _legacy([(BROKER, "", {"log.retention.ms": "1000"})])),
-    ):
-        response = (await client.request(api, version, body)).responses[0]
-        assert (response.error_code, response.error_message) == (
-            ErrorCode.INVALID_REQUEST,
-            "Cannot update these configs dynamically: Set(log.retention.ms)",
-        )
-    wrong = _incremental([(BROKER, "7", [("log.retention.ms", SET, "1000")])])
-    response = (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, wrong)).responses[0]
-    assert (response.error_code, response.error_message) == (
-        ErrorCode.INVALID_REQUEST,
-        "Unexpected broker id, expected 1, but received 7",
+async def _alter_broker(client, name: str, *ops, validate_only=False) -> tuple[int, str | None]:
+    body = _incremental([(BROKER, name, list(ops))], validate_only)
+    response = (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)).responses[0]
+    return response.error_code, response.error_message
+
+
+async def _describe_broker(client, name: str) -> dict[str, tuple[str | None, int, bool, list[int]]]:
+    configs = await _described(client, BROKER, name, synonyms=True)
+    return {c.name: (c.value, c.config_source, c.read_only, [s.source for s in c.synonyms]) for c in configs}
+
+
+async def test_dynamic_broker_configs_apply_live_and_persist(start_broker, tmp_path) -> None:
+    """Kafka's dynamic broker configs: the cluster default ("") and this broker's own (its id, which wins), applied
+    to every topic log without an override, described with their sources, kept across a restart."""
+    data = tmp_path / "dynamic-data"
+    broker = await start_broker(data)
+    client = await broker.connect()
+    await _create(client, "plain")
+    await _create(client, "own", retention_ms="5555")
+    assert await _alter_broker(client, "", ("log.retention.ms", SET, "1000"), ("log.cleaner.threads", SET, "2")) == (
+        ErrorCode.NONE,
+        None,
     )
-    nothing = _incremental([(BROKER, "1", [])])
-    assert (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, nothing)).responses[0].error_code == 0
+    assert broker.node.logs.get("plain", 0).config.retention_ms == 1000
+    assert broker.node.logs.get("own", 0).config.retention_ms == 5555
+    assert (await _describe(client, "plain"))["retention.ms"] == ("1000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    cluster = await _describe_broker(client, "")
+    assert cluster == {
+        "log.retention.ms": ("1000", DYNAMIC_DEFAULT_BROKER_CONFIG, False, [DYNAMIC_DEFAULT_BROKER_CONFIG]),
+        "log.cleaner.threads": ("2", DYNAMIC_DEFAULT_BROKER_CONFIG, False, [DYNAMIC_DEFAULT_BROKER_CONFIG]),
+    }
+    assert await _alter_broker(client, "1", ("log.retention.ms", SET, "2000")) == (ErrorCode.NONE, None)
+    assert broker.node.logs.get("plain", 0).config.retention_ms == 2000
+    own = await _describe_broker(client, "1")
+    assert own["log.retention.ms"] == (
+        "2000",
+        DYNAMIC_BROKER_CONFIG,
+        False,
+        [DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT_CONFIG],
+    )
+    assert own["num.partitions"] == ("1", DEFAULT_CONFIG, True, [DEFAULT_CONFIG])
+    assert own["log.cleaner.threads"][:3] == ("2", DYNAMIC_DEFAULT_BROKER_CONFIG, False)
+    # validate_only changes nothing; a new topic's logs are made with the dynamic default.
+    assert await _alter_broker(client, "", ("log.segment.bytes", SET, "4096"), validate_only=True) == (
+        ErrorCode.NONE,
+        None,
+    )
+    assert broker.node.logs.get("plain", 0).config.segment_bytes == 1073741824
+    assert await _alter_broker(client, "", ("log.segment.bytes", SET, "4096")) == (ErrorCode.NONE, None)
+    await _create(client, "later")
+    assert broker.node.logs.get("later", 0).config.segment_bytes == 4096
+    await broker.stop()
+
+    broker = await start_broker(data)
+    client = await broker.connect()
+    assert broker.node.logs.get("plain", 0).config.retention_ms == 2000
+    assert broker.node.logs.get("plain", 0).config.segment_bytes == 4096
+    assert await _alter_broker(client, "1", ("log.retention.ms", DELETE, None)) == (ErrorCode.NONE, None)
+    assert broker.node.logs.get("plain", 0).config.retention_ms == 1000  # the cluster default again
+
+
+@pytest.mark.parametrize(
+    ("name", "ops", "message"),
+    [
+        ("1", [("num.partitions", SET, "3")], "Cannot update these configs dynamically: Set(num.partitions)"),
+        ("", [("log.retention.hours", SET, "1")], "Cannot update these configs dynamically: Set(log.retention.hours)"),
+        (
+            "1",
+            [("ssl.keystore.location", SET, "/k.pem")],
+            "These security configs can be dynamically updated only per-listener using the listener prefix: "
+            "Set(ssl.keystore.location)",
+        ),
+        (
+            "",
+            [("listener.name.PLAINTEXT.ssl.keystore.location", SET, "/k.pem")],
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            "Set(listener.name.PLAINTEXT.ssl.keystore.location)",
+        ),
+        (
+            "",
+            [("log.retention.ms", SET, "soon")],
+            "Invalid value soon for configuration log.retention.ms: Not a number",
+        ),
+        ("", [("log.segment.bytes", SET, "10")], "log.segment.bytes must be at least 14"),
+        ("7", [("log.retention.ms", SET, "1000")], "Unexpected broker id, expected 1, but received 7"),
+    ],
+)
+async def test_refused_broker_config_changes(broker, client, name, ops, message) -> None:
+    """Kafka's DynamicBrokerConfig.validateConfigs: INVALID_REQUEST with its message, nothing stored."""
+    assert await _alter_broker(client, name, *ops) == (ErrorCode.INVALID_REQUEST, message)
+    assert broker.node.dynamic_configs.cluster == {} and broker.node.dynamic_configs.broker == {}
+    assert not (broker.node.data_dir / "dynamic-broker-configs.json").exists()
     assert broker.node.config.get_int("log.retention.ms") == 604800000
+
+
+async def test_dynamic_configs_oncelog_does_not_read_are_kept(broker, client) -> None:
+    """Kafka's other dynamic configs (SASL/Kerberos, per-listener TLS stores, thread pools) are accepted for this
+    broker, kept and described (secrets without their value); they change nothing in oncelog."""
+    ops = [
+        ("sasl.kerberos.min.time.before.relogin", SET, "90000"),
+        ("listener.name.PLAINTEXT.ssl.keystore.location", SET, "/etc/kafka/ks.p12"),
+        ("listener.name.PLAINTEXT.ssl.keystore.password", SET, "secret"),
+        ("num.io.threads", SET, "16"),
+    ]
+    assert await _alter_broker(client, "1", *ops) == (ErrorCode.NONE, None)
+    described = await _describe_broker(client, "1")
+    assert described["sasl.kerberos.min.time.before.relogin"][:3] == ("90000", DYNAMIC_BROKER_CONFIG, False)
+    assert described["listener.name.PLAINTEXT.ssl.keystore.location"][:2] == (
+        "/etc/kafka/ks.p12",
+        DYNAMIC_BROKER_CONFIG,
+    )
+    assert described["listener.name.PLAINTEXT.ssl.keystore.password"][:2] == (None, DYNAMIC_BROKER_CONFIG)
+    assert described["num.io.threads"][:2] == ("16", DYNAMIC_BROKER_CONFIG)
+    assert await _alter_broker(client, "", ("num.io.threads", SET, "8")) == (ErrorCode.NONE, None)
+    assert (await _describe_broker(client, "1"))["num.io.threads"][:2] == ("16", DYNAMIC_BROKER_CONFIG)
+
+
+async def test_broker_list_operations(broker, client) -> None:
+    """APPEND / SUBTRACT on broker configs: LIST configs only (Kafka's prepareIncrementalConfigs messages)."""
+    assert await _alter_broker(client, "", ("log.cleanup.policy", APPEND, "compact")) == (ErrorCode.NONE, None)
+    assert broker.node.dynamic_configs.cluster == {"log.cleanup.policy": "delete,compact"}
+    assert broker.node.config.log_config().compacts
+    assert await _alter_broker(client, "", ("log.retention.ms", APPEND, "1")) == (
+        ErrorCode.INVALID_CONFIG,
+        "Config value append is not allowed for config key: log.retention.ms",
+    )
+    assert await _alter_broker(client, "", ("no.such.config", SUBTRACT, "1")) == (
+        ErrorCode.INVALID_CONFIG,
+        "Unknown config name: no.such.config",
+    )
+
+
+async def test_legacy_alter_configs_replaces_the_broker_set(broker, client) -> None:
+    for configs in ({"log.retention.ms": "1000", "log.roll.ms": "60000"}, {"log.roll.ms": "70000"}):
+        body = _legacy([(BROKER, "", configs)])
+        assert (await client.request(ApiKey.ALTER_CONFIGS, 0, body)).responses[0].error_code == ErrorCode.NONE
+    assert broker.node.dynamic_configs.cluster == {"log.roll.ms": "70000"}
+    assert broker.node.config.get_int("log.retention.ms") == 604800000
+    assert broker.node.config.get_int("log.roll.ms") == 70000
 
 
 async def test_internal_topics_keep_their_fixed_settings(broker, client) -> None:
@@ -411,3 +541,67 @@ async def test_min_insync_replicas_above_one_refuses_acks_all(broker, client) ->
     assert await produce(1) == (ErrorCode.NONE, None)
     assert await _alter(client, "guarded", ("min.insync.replicas", DELETE, None)) == OK
     assert await produce(-1) == (ErrorCode.NONE, None)
+
+
+GROUP_RESOURCE, GROUP_CONFIG, INT_TYPE = 32, 8, 3
+
+
+async def _alter_group(client, group: str, *ops, validate_only=False) -> tuple[int, str | None]:
+    body = _incremental([(GROUP_RESOURCE, group, list(ops))], validate_only)
+    response = (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)).responses[0]
+    assert (response.resource_type, response.resource_name) == (GROUP_RESOURCE, group)
+    return response.error_code, response.error_message
+
+
+async def test_group_configs(start_broker, tmp_path) -> None:
+    """KIP-848 GROUP config resources (Kafka's GroupConfig): the broker defaults until set, Kafka's validation,
+    persisted across a restart; the group need not exist."""
+    data = tmp_path / "group-data"
+    broker = await start_broker(data)
+    client = await broker.connect()
+    configs = await _described(client, GROUP_RESOURCE, "g1", synonyms=True)
+    assert [(c.name, c.value, c.config_source, c.read_only, c.config_type) for c in configs] == [
+        ("consumer.session.timeout.ms", "45000", DEFAULT_CONFIG, False, INT_TYPE),
+        ("consumer.heartbeat.interval.ms", "5000", DEFAULT_CONFIG, False, INT_TYPE),
+    ]
+    for ops, code, message in (
+        ([("consumer.session.timeout.ms", SET, "1000")], ErrorCode.INVALID_CONFIG,
+         "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
+        ([("consumer.heartbeat.interval.ms", SET, "20000")], ErrorCode.INVALID_CONFIG,
+         "consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms"),
+        ([("consumer.session.timeout.ms", SET, "soon")], ErrorCode.INVALID_CONFIG,
+         "Invalid value soon for configuration consumer.session.timeout.ms: Not a number"),
+        ([("share.record.lock.duration.ms", SET, "1")], ErrorCode.INVALID_CONFIG,
+         "Unknown group config name: share.record.lock.duration.ms"),
+        ([("consumer.session.timeout.ms", SET, None)], ErrorCode.INVALID_REQUEST,
+         "Null value not supported for : consumer.session.timeout.ms"),
+    ):  # fmt: skip
+        assert await _alter_group(client, "g1", *ops) == (code, message)
+    assert await _alter_group(client, "", ("consumer.session.timeout.ms", SET, "50000")) == (
+        ErrorCode.INVALID_REQUEST,
+        "Default group resources are not allowed.",
+    )
+    assert await _alter_group(client, "g1", ("consumer.session.timeout.ms", SET, "50000"), validate_only=True) == (
+        ErrorCode.NONE,
+        None,
+    )
+    assert broker.node.group_configs.of("g1") == {}
+    assert await _alter_group(client, "g1", ("consumer.session.timeout.ms", SET, "50000")) == (ErrorCode.NONE, None)
+    await broker.stop()
+
+    broker = await start_broker(data)
+    client = await broker.connect()
+    configs = {c.name: (c.value, c.config_source) for c in await _described(client, GROUP_RESOURCE, "g1")}
+    assert configs == {
+        "consumer.session.timeout.ms": ("50000", GROUP_CONFIG),
+        "consumer.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG),
+    }
+    assert await _alter_group(client, "g1", ("consumer.session.timeout.ms", DELETE, None)) == (ErrorCode.NONE, None)
+    assert broker.node.group_configs.of("g1") == {}
+    body = {
+        "resources": [{"resource_type": GROUP_RESOURCE, "resource_name": "", "configuration_keys": None}],
+        "include_synonyms": False,
+        "include_documentation": False,
+    }
+    result = (await client.request(ApiKey.DESCRIBE_CONFIGS, 4, body)).results[0]
+    assert (result.error_code, result.error_message) == (ErrorCode.INVALID_REQUEST, "Group name must not be empty")

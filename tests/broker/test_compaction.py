@@ -51,6 +51,12 @@ async def test_a_compacted_topic_keeps_each_keys_latest_value(start_broker, tmp_
     assert refused.partition_responses[0].error_code == ErrorCode.INVALID_RECORD
     assert [e.batch_index for e in refused.partition_responses[0].record_errors] == [1]
     assert "without key" in refused.partition_responses[0].error_message
+    # Kafka's LogValidator message and ReplicaManager.processFailedRecord's log start offset (not -1).
+    assert refused.partition_responses[0].error_message.startswith(
+        "One or more records have been rejected due to 1 record errors in total, and only showing the first three "
+        "errors at most: [RecordError(batchIndex=1, message='Compacted topic cannot accept message without key"
+    )
+    assert (refused.partition_responses[0].base_offset, refused.partition_responses[0].log_start_offset) == (-1, 0)
     written = []
     for i in range(300):
         key, value = b"key-%d" % (i % 7), b"value-%d" % i

@@ -125,6 +125,10 @@ async def test_single_member_round_trip(gbroker) -> None:
     assert described.members[0].member_assignment == b"assignment"
     listed = await client.request(ApiKey.LIST_GROUPS, 4, {"states_filter": ["stable"]})
     assert [(g.group_id, g.group_state) for g in listed.groups] == [(GROUP, "Stable")]
+    # v5 (KIP-848): every group here is "classic"; the types filter is case-insensitive, unknown types match none.
+    for types, expected in (([], [GROUP]), (["Classic"], [GROUP]), (["consumer"], []), (["bogus"], [])):
+        listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [" STABLE "], "types_filter": types})
+        assert [(g.group_id, g.group_type) for g in listed.groups] == [(group, "classic") for group in expected]
 
 
 async def test_old_join_versions_need_no_member_id_round_trip(gbroker) -> None:

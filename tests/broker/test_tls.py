@@ -156,7 +156,7 @@ async def test_describe_configs_hides_the_ssl_secrets(start_broker, pki) -> None
     )
     client = await connect_tls(broker, client_context(pki))
     body = {
-        "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": None}],
+        "resources": [{"resource_type": 4, "resource_name": str(broker.node.node_id), "configuration_keys": None}],
         "include_synonyms": True,
         "include_documentation": False,
     }

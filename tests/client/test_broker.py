@@ -383,5 +383,5 @@ async def test_admin_incremental_alter_configs(bootstrap_servers: str) -> None:
             await admin.incremental_alter_configs("topic", topic, [("retention.ms", "append", "1")])
         assert info.value.code == ErrorCode.INVALID_CONFIG
         with pytest.raises(KafkaError) as info:
-            await admin.incremental_alter_configs("broker", "1", [("log.retention.ms", "set", "1")])
+            await admin.incremental_alter_configs("broker", "1", [("num.partitions", "set", "3")])
         assert info.value.code == ErrorCode.INVALID_REQUEST

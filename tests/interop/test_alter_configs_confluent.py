@@ -99,7 +99,7 @@ def test_incremental_alter_configs(bootstrap: str, make_topic) -> None:
         _incremental(admin, ResourceType.TOPIC, topic + "-none", ("retention.ms", "1", AlterConfigOpType.SET))
 
     def broker_config() -> None:
-        _incremental(admin, ResourceType.BROKER, "1", ("log.retention.ms", "1", AlterConfigOpType.SET))
+        _incremental(admin, ResourceType.BROKER, "1", ("num.partitions", "3", AlterConfigOpType.SET))
 
     assert _error_code(append_to_long) == KafkaError.INVALID_CONFIG
     assert _error_code(unknown_name) == KafkaError.INVALID_CONFIG

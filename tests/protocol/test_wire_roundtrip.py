@@ -56,7 +56,7 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.OFFSET_FETCH: (1, 7),
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DESCRIBE_GROUPS: (0, 5),
-        ApiKey.LIST_GROUPS: (0, 4),
+        ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         ApiKey.CREATE_PARTITIONS: (0, 3),

@@ -177,6 +177,7 @@ def test_timestamps_outside_before_and_after_max_ms() -> None:
     with pytest.raises(InvalidTimestampError) as raised:
         validate(batch(section, 4), config)
     assert [index for index, _ in raised.value.record_errors] == [1, 3]
+    assert str(raised.value) == "One or more records have been rejected due to invalid timestamp"  # Kafka's words
     # the default after.max.ms (Kafka 4.0: one hour) refuses a record two hours ahead
     with pytest.raises(InvalidTimestampError):
         validate(batch(record(0), 1, timestamp=NOW + 7_200_000))

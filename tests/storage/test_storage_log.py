@@ -11,6 +11,7 @@ import pytest
 from batches import make_batch
 from oncelog.protocol.records.batch import iter_headers, parse_header
 from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_records
+from oncelog.protocol.records.compression import Compression
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
     CorruptRecordError,
@@ -144,6 +145,16 @@ def test_size_in_bytes_is_the_log_files_bytes(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(("policy", "rolled"), [(("compact",), True), (("delete",), False)])
+def test_max_compaction_lag_rolls_a_compacted_log(tmp_path: Path, policy: tuple[str, ...], rolled: bool) -> None:
+    """Kafka's LogConfig.maxSegmentMs: a compacted log's active segment rolls once older than max.compaction.lag.ms
+    (below segment.ms), so the compactor may clean its records; other logs keep segment.ms."""
+    log = open_log(tmp_path, LogConfig(segment_ms=10**9, max_compaction_lag_ms=1000, cleanup_policy=policy))
+    log.append(encode_batch([SimpleRecord(b"k", b"v", (), 5000)]), now_ms=5000)
+    log.append(encode_batch([SimpleRecord(b"k", b"w", (), 6001)]), now_ms=6001)
+    assert [s.base_offset for s in log.segments] == ([0, 1] if rolled else [0])
+
+
 def test_roll_by_time(tmp_path: Path) -> None:
     log = open_log(tmp_path, LogConfig(segment_ms=1000))
     log.append(make_batch(1, timestamp=5000), now_ms=5000)
@@ -211,6 +222,28 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert log2.max_timestamp_offset() == (3, 600)
     assert log.max_timestamp_offset() == (98, 1490)
     assert open_log(tmp_path, name="empty-0").max_timestamp_offset() is None
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4])
+def test_offset_for_timestamp_answers_the_first_record_that_reaches_it(tmp_path: Path, codec: int) -> None:
+    """Kafka's FileRecords.searchForTimestamp: the first record of the batch whose timestamp is >= the target, with
+    that record's timestamp, not the batch's base offset and max timestamp."""
+    log = open_log(tmp_path)
+    now = 1_000_000_000_000
+    log.append(encode_batch([SimpleRecord(b"k", b"v", (), 10)]), now_ms=now)
+    stamps = (1, 999_999_999_999, 5, 1_000_000_000_000)
+    records = [SimpleRecord(b"k", b"v", (), ts) for ts in stamps]
+    log.append(encode_batch(records, compression=codec), now_ms=now)
+    assert log.offset_for_timestamp(999_999_999_999) == (2, 999_999_999_999)
+    assert log.offset_for_timestamp(999_999_999_999 + 1) == (4, 1_000_000_000_000)
+    assert log.offset_for_timestamp(11) == (2, 999_999_999_999)  # offset 1 (timestamp 1) does not reach 11
+    assert log.offset_for_timestamp(1) == (0, 10)
+    # ListOffsets -3: the first record carrying the largest timestamp (RecordBatch.offsetOfMaxTimestamp)
+    peak = open_log(tmp_path, name="peak-0")
+    peak.append(
+        encode_batch([SimpleRecord(b"k", b"v", (), ts) for ts in (7, now, 8, now)], compression=codec), now_ms=now
+    )
+    assert peak.max_timestamp_offset() == (1, now)
 
 
 def test_retention_by_time(tmp_path: Path) -> None:
