@@ -75,9 +75,18 @@ class LogFlusher:
     """Owns every fsync of partition data. Run ``run`` in the broker's nursery. Each log's mode is read from its
     config (``LogConfig.fsync_before_ack``); change a live log's config through ``update_config``."""
 
-    def __init__(self, *, scheduler_interval_ms: int, on_high_watermark: Callable[[PartitionLog], None]) -> None:
+    def __init__(
+        self,
+        *,
+        scheduler_interval_ms: int,
+        on_high_watermark: Callable[[PartitionLog], None],
+        high_watermark_for: Callable[[PartitionLog, int], int] | None = None,
+    ) -> None:
+        """``high_watermark_for(log, safe_end)`` gives the high watermark once the log's data below ``safe_end`` is
+        safe on this node (default: ``safe_end``; a replicated partition's also waits for its followers)."""
         self._scheduler_interval_s = scheduler_interval_ms / 1000
         self._on_high_watermark = on_high_watermark
+        self._high_watermark_for = high_watermark_for or (lambda _log, safe_end: safe_end)
         self._states: dict[PartitionLog, _LogState] = {}
         #: Logs to sync at the next due time, each with the time it is due by (page cache: over its flush.messages
         #: or flush.ms, due at once; fsync mode: appends nobody asked to sync yet, due ``unwaited_delay_s`` after the
@@ -114,11 +123,17 @@ class LogFlusher:
         if config.fsync_before_ack:
             self._mark_dirty(partition_log, trio.current_time() + unwaited_delay_s)
             return
-        partition_log.update_high_watermark(partition_log.log_end_offset)
-        self._on_high_watermark(partition_log)
+        self._advance_high_watermark(partition_log, partition_log.log_end_offset)
         if state.unflushed_messages >= config.flush_messages:
             self._mark_dirty(partition_log, -math.inf)
             self._wakeup.set()
+
+    def _advance_high_watermark(self, partition_log: PartitionLog, safe_end: int) -> None:
+        """Raise the log's high watermark as far as data safe below ``safe_end`` allows; never lowers it."""
+        high_watermark = self._high_watermark_for(partition_log, safe_end)
+        if high_watermark > partition_log.high_watermark:
+            partition_log.update_high_watermark(high_watermark)
+            self._on_high_watermark(partition_log)
 
     def _mark_dirty(self, partition_log: PartitionLog, deadline: float) -> None:
         """Have the log synced by ``deadline`` (an earlier one it already has stands)."""
@@ -140,8 +155,7 @@ class LogFlusher:
             return
         if was_fsync_before_ack:
             self._dirty.pop(partition_log, None)  # its unwaited deadline: page cache syncs by count and time
-            partition_log.update_high_watermark(partition_log.log_end_offset)
-            self._on_high_watermark(partition_log)
+            self._advance_high_watermark(partition_log, partition_log.log_end_offset)
             if state.waiters:
                 self._requested.add(partition_log)  # accepted in fsync mode: released by their fsync, as promised
                 self._wakeup.set()
@@ -298,8 +312,7 @@ class LogFlusher:
                     "flush_failed", topic=partition_log.topic, partition=partition_log.partition, error=str(error)
                 )
             elif partition_log.config.fsync_before_ack and end_offset > partition_log.high_watermark:
-                partition_log.update_high_watermark(end_offset)
-                self._on_high_watermark(partition_log)
+                self._advance_high_watermark(partition_log, end_offset)
             if state.waiters:
                 still_waiting = []
                 for waiter in state.waiters:

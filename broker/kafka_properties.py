@@ -90,21 +90,19 @@ NOT_USED: tuple[NotUsed, ...] = (
             metadata.log.max.record.bytes.between.snapshots metadata.log.max.snapshot.interval.ms
             metadata.max.retention.bytes metadata.max.retention.ms metadata.max.idle.interval.ms
             initial.broker.registration.timeout.ms broker.heartbeat.interval.ms
-            inter.broker.listener.name security.inter.broker.protocol sasl.mechanism.controller.protocol
+            security.inter.broker.protocol sasl.mechanism.controller.protocol
             sasl.mechanism.inter.broker.protocol early.start.listeners eligible.leader.replicas.enable
             unstable.api.versions.enable unstable.feature.versions.enable server.max.startup.time.ms
             metadata.log.segment.min.bytes"""
         ),
     ),
     NotUsed(
-        "replication: the data path between brokers is not wired yet, so these are not used",
+        "replication: tuning and quotas oncelog's replication does not have (one fetcher per leader, no throttles)",
         _names(
             """transaction.state.log.min.isr share.coordinator.state.topic.replication.factor
-            share.coordinator.state.topic.min.isr num.replica.fetchers replica.fetch.backoff.ms
-            replica.fetch.max.bytes replica.fetch.min.bytes replica.fetch.response.max.bytes
-            replica.fetch.wait.max.ms replica.high.watermark.checkpoint.interval.ms
-            replica.lag.time.max.ms replica.socket.receive.buffer.bytes replica.socket.timeout.ms
-            replica.selector.class unclean.leader.election.interval.ms replication.quota.window.num
+            share.coordinator.state.topic.min.isr num.replica.fetchers
+            replica.socket.receive.buffer.bytes replica.socket.timeout.ms replica.selector.class
+            unclean.leader.election.interval.ms replication.quota.window.num
             replication.quota.window.size.seconds alter.log.dirs.replication.quota.window.num
             alter.log.dirs.replication.quota.window.size.seconds offsets.commit.timeout.ms
             controlled.shutdown.max.retries controlled.shutdown.retry.backoff.ms

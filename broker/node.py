@@ -10,13 +10,14 @@ from __future__ import annotations
 import errno
 import ssl
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import structlog
 import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
+from oncelog.broker.cluster.isr import EtcdIsrUpdater
 from oncelog.broker.cluster.local_follower import LocalFollower
 from oncelog.broker.cluster.markers import ClusterMarkerWriter
 from oncelog.broker.cluster.member import ClusterMember
@@ -45,6 +46,8 @@ from oncelog.broker.log_compactor import LogCompactor
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFIGS, MetadataStore
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
+from oncelog.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from oncelog.broker.replication.isr import IsrMaintenance, IsrUpdater
 from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
 from oncelog.broker.sasl.credentials import ScramCredentialStore
@@ -69,10 +72,22 @@ CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 class BrokerNode:
     """Composition root of the broker; handlers reach every component through it."""
 
-    def __init__(self, config: BrokerConfig, listen: Endpoint | None = None, advertise: Endpoint | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        listen: Endpoint | None = None,
+        advertise: Endpoint | None = None,
+        *,
+        endpoint_of: Callable[[int], Endpoint | None] | None = None,
+        isr_updater: IsrUpdater | None = None,
+    ) -> None:
         """Listeners come from ``listeners`` / ``advertised.listeners`` / ``listener.security.protocol.map``;
         ``listen`` / ``advertise`` (the old single-listener form) replace them with one PLAINTEXT listener.
-        Raises ConfigError for listeners or SASL settings Kafka would refuse or this broker cannot serve."""
+        Raises ConfigError for listeners or SASL settings Kafka would refuse or this broker cannot serve.
+
+        A cluster member is given ``endpoint_of`` (another broker's inter-broker listener address: followers fetch
+        from it) and ``isr_updater`` (the controller's AlterPartition); partition roles then come from
+        ``replicas.apply_partition_state``. Without them the node is the single node: it leads every partition."""
         #: The properties file and command line; ``config`` is it with the dynamic configs applied.
         self.static_config = config
         self.node_id = config.get_int("node.id")
@@ -109,8 +124,57 @@ class BrokerNode:
         self.flusher = LogFlusher(
             scheduler_interval_ms=config.get_int("log.flush.scheduler.interval.ms"),
             on_high_watermark=self._high_watermark_advanced,
+            high_watermark_for=self._high_watermark_for,
         )
-        self.replicas = ReplicaManager(self.logs, self.flusher)
+        #: This broker's membership of an etcd cluster (``etcd.connect``), None on a single node.
+        self.member: ClusterMember | None = None
+        etcd: tuple[EtcdClient, Layout] | None = None
+        if config.get_str("etcd.connect"):
+            etcd = self._etcd(config)
+            self.member = self._membership(config, *etcd)
+            endpoint_of = endpoint_of or self._inter_broker_endpoint
+            isr_updater = isr_updater or EtcdIsrUpdater(*etcd, self.member, self.node_id)
+        lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
+        self.replicas = ReplicaManager(
+            self.logs,
+            self.flusher,
+            node_id=self.node_id,
+            lag_time_max_ms=lag_time_max_ms,
+            # A cluster member leads only what the cluster's metadata says; a single node leads every partition.
+            lead_unassigned=self.member is None,
+        )
+        self.inter_broker_listener = config.get_str("inter.broker.listener.name") or self.listeners[0].name
+        if all(lst.name != self.inter_broker_listener for lst in self.listeners):
+            raise ConfigError(f"inter.broker.listener.name {self.inter_broker_listener} is not a listener")
+        #: Followers' fetchers (cluster members only).
+        self.replica_fetchers: ReplicaFetcherManager | None = None
+        if endpoint_of is not None:
+            self.replica_fetchers = ReplicaFetcherManager(
+                node_id=self.node_id,
+                endpoint_of=endpoint_of,
+                local=self.replicas,
+                settings=FetcherSettings(
+                    max_bytes=config.get_int("replica.fetch.max.bytes"),
+                    response_max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+                    wait_max_ms=config.get_int("replica.fetch.wait.max.ms"),
+                    min_bytes=config.get_int("replica.fetch.min.bytes"),
+                    backoff_ms=config.get_int("replica.fetch.backoff.ms"),
+                ),
+                clock_ms=now_ms,
+            )
+            self.replicas.fetchers = self.replica_fetchers
+        #: The leader's ISR changes (cluster members only).
+        self.isr_maintenance: IsrMaintenance | None = None
+        if isr_updater is not None:
+            self.isr_maintenance = IsrMaintenance(
+                self.replicas.roles,
+                isr_updater,
+                log_end_offset=self._log_end_offset,
+                adopt=self.replicas.adopt_isr,
+                clock_ms=now_ms,
+                lag_time_max_ms=lag_time_max_ms,
+            )
+            self.replicas.on_isr_expandable = self.isr_maintenance.poke
         self.producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
             self.data_dir / "producer-id-block"
         )
@@ -120,17 +184,14 @@ class BrokerNode:
             self.node_id,
             lambda listener: (self.advertised_for(listener).host, self.advertised_for(listener).port),
             lambda topic, partition: self.logs.get(topic, partition) is not None,
-            # No leader epochs on a single node (-1): clients skip OffsetForLeaderEpoch validation.
-            lambda topic, partition: -1,
+            self.replicas.leader_epoch,
         )
-        #: This broker's membership of an etcd cluster (``etcd.connect``), None on a single node.
-        self.member: ClusterMember | None = None
         self._local_follower: LocalFollower | None = None
         #: Connections to the other brokers of a cluster (None on a single node).
         self.peers: PeerConnections | None = None
         markers: MarkerWriter = LocalMarkerWriter(self.replicas)
-        if config.get_str("etcd.connect"):
-            self._join_cluster(config)
+        if etcd is not None:
+            self._follow_cluster(*etcd)
             self.peers = PeerConnections(self.node_id, self._inter_broker_address)
             markers = ClusterMarkerWriter(self.node_id, self.cluster.partition, markers, self.peers)
         self.transactions = TransactionCoordinator(self, markers)
@@ -149,15 +210,17 @@ class BrokerNode:
         #: The first listener's bound port once serving.
         self.port: int | None = None
 
-    def _join_cluster(self, config: BrokerConfig) -> None:
-        """Wire the components for a cluster whose metadata is in the etcd named by ``etcd.connect``."""
+    @staticmethod
+    def _etcd(config: BrokerConfig) -> tuple[EtcdClient, Layout]:
+        """The client of the etcd named by ``etcd.connect`` and the cluster's keys under its root."""
         try:
             connect = parse_etcd_connect(config.get_str("etcd.connect"))
         except EtcdConnectError as exc:
             raise ConfigError(str(exc)) from exc
-        client = EtcdClient(connect.endpoints)
-        layout = Layout(connect)
-        self.member = ClusterMember(
+        return EtcdClient(connect.endpoints), Layout(connect)
+
+    def _membership(self, config: BrokerConfig, client: EtcdClient, layout: Layout) -> ClusterMember:
+        return ClusterMember(
             client,
             layout,
             broker_id=self.node_id,
@@ -168,17 +231,23 @@ class BrokerNode:
                 "imbalance_percentage": config.get_int("leader.imbalance.per.broker.percentage"),
                 "unclean_default": config.get_bool("unclean.leader.election.enable"),
             },
-            on_fenced=self.replicas.resign_leadership,
+            on_fenced=lambda: self.replicas.resign_leadership(now_ms()),
         )
-        self._local_follower = LocalFollower(
-            self.node_id, self.member.follower, self.metadata, self.topics, self.replicas
-        )
-        self.topics.cluster = EtcdTopicStore(client, layout, self._local_follower)
+
+    def _follow_cluster(self, client: EtcdClient, layout: Layout) -> None:
+        """Wire topics, the cluster view and producer ids to the cluster's metadata in etcd."""
         member = self.member
+        assert member is not None
+        self._local_follower = LocalFollower(self.node_id, member.follower, self.metadata, self.topics, self.replicas)
+        self.topics.cluster = EtcdTopicStore(client, layout, self._local_follower)
         self.cluster = ImageView(lambda: member.image, self.listeners[0].name)
         self.producer_ids = ClusterProducerIds(
             lambda: claim_block(client, layout.producer_id_block, broker_id=self.node_id)
         )
+
+    def _inter_broker_endpoint(self, broker_id: int) -> Endpoint | None:
+        address = self._inter_broker_address(broker_id)
+        return Endpoint(*address, self.inter_broker_listener) if address else None
 
     async def hand_over(self) -> None:
         """Before stopping on purpose: on a cluster with ``controlled.shutdown.enable``, move this broker's
@@ -190,11 +259,11 @@ class BrokerNode:
         log.info("controlled_shutdown", node_id=self.node_id, partitions_still_led=still_led)
 
     def _inter_broker_address(self, broker_id: int) -> tuple[str, int] | None:
-        """Where other brokers are reached: their registered endpoint on this broker's first listener's name."""
+        """Where other brokers are reached: their registered endpoint on ``inter.broker.listener.name``."""
         if self.member is None:
             return None
         registration = self.member.image.brokers.get(broker_id)
-        return registration.endpoints.get(self.listeners[0].name) if registration else None
+        return registration.endpoints.get(self.inter_broker_listener) if registration else None
 
     def _registration(self) -> BrokerRegistration:
         """This broker as other brokers and clients find it: its advertised address on every listener."""
@@ -249,8 +318,15 @@ class BrokerNode:
                 self.flusher.update_config(partition_log, log_config)
         log.info("dynamic_broker_configs_altered", per_broker=per_broker, configs=configs)
 
-    def _high_watermark_advanced(self, partition_log) -> None:
+    def _high_watermark_advanced(self, partition_log: PartitionLog) -> None:
         self.replicas.high_watermark_advanced(partition_log)
+
+    def _high_watermark_for(self, partition_log: PartitionLog, safe_end: int) -> int:
+        return self.replicas.high_watermark_for(partition_log, safe_end)
+
+    def _log_end_offset(self, topic: str, partition: int) -> int | None:
+        partition_log = self.logs.get(topic, partition)
+        return None if partition_log is None else partition_log.log_end_offset
 
     def _load(self) -> None:
         started = time.monotonic()
@@ -313,6 +389,11 @@ class BrokerNode:
                 if self.config.get_bool("log.cleaner.enable"):
                     nursery.start_soon(self.compactor.run)
                 nursery.start_soon(self._checkpoint_loop)
+                if self.replica_fetchers is not None:
+                    await nursery.start(self.replica_fetchers.run)
+                    nursery.start_soon(self._high_watermark_checkpoint_loop)
+                if self.isr_maintenance is not None:
+                    await nursery.start(self.isr_maintenance.run)
                 for listener in self.listeners:
                     self.bound_ports[listener.name] = await nursery.start(serve, self, listener)
                 self.port = self.bound_ports[self.listeners[0].name]
@@ -334,6 +415,8 @@ class BrokerNode:
                 task_status.started(self.port)
         finally:
             with trio.CancelScope(shield=True):
+                if self.replica_fetchers is not None:
+                    await trio.to_thread.run_sync(self._checkpoint_high_watermarks)
                 await trio.to_thread.run_sync(self.logs.close)
                 lock.release()
                 log.info("stopped", node_id=self.node_id)
@@ -382,6 +465,20 @@ class BrokerNode:
                     _housekeeping_failed(partition_log, exc)
         finally:
             self._housekeeping.release()
+
+    async def _high_watermark_checkpoint_loop(self) -> None:
+        """A cluster member saves its high watermarks every replica.high.watermark.checkpoint.interval.ms (and at
+        shutdown): a restarted replica starts from them rather than from its log end."""
+        interval_s = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000
+        while True:
+            await trio.sleep(interval_s)
+            await trio.to_thread.run_sync(self._checkpoint_high_watermarks)
+
+    def _checkpoint_high_watermarks(self) -> None:
+        try:
+            self.logs.checkpoint_high_watermarks()
+        except (OSError, StorageError) as exc:
+            log.error("high_watermark_checkpoint_failed", error=str(exc))
 
     async def _checkpoint_loop(self) -> None:
         """Every log.flush.offset.checkpoint.interval.ms: fsync everything (indexes too) and save recovery points,

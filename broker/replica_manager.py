@@ -1,27 +1,49 @@
 """Partitions of this node: append with idempotence checks, durable acknowledgement, reads bounded by the
-high watermark or the last stable offset, wake-ups for long-polling fetches, and record deletion (log start
-offsets raised durably)."""
+high watermark or the last stable offset, wake-ups for long-polling fetches, record deletion (log start
+offsets raised durably), and each partition's current leader epoch (stamped in every batch appended here and
+checked against the epochs clients send).
+
+Replication (``broker.replication``): each partition's role comes from the role table (``apply_partition_state``);
+a partition no state was applied to is led by this node alone, as on the single node. For a partition led with
+followers, the high watermark is the smallest log end offset over the ISR, the leader's own counted as its durable
+end in fsync mode (so acks=all still means fsynced, now on every ISR member); followers read up to the log end
+(``read_for_follower``), and ``wait_replicated`` answers acks=all. A follower appends what its leader sent
+(``append_as_follower``) and keeps the high watermark at min(leader's, its own log end).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 import trio
-from oncelog.broker.controller.partition_change import PartitionState
+from oncelog.broker.controller.partition_change import NO_LEADER, PartitionState
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
+from oncelog.broker.replication.leader_state import REPLICA_LAG_TIME_MAX_MS
+from oncelog.broker.replication.partitions import PartitionRoles, Transition
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
 from oncelog.storage import errors as storage_errors
 from oncelog.storage.append_origin import AppendOrigin
+from oncelog.storage.leader_epoch import (
+    INITIAL_LEADER_EPOCH,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEndOffset,
+)
 from oncelog.storage.log import AppendResult, PartitionLog
 from oncelog.storage.log_manager import LogManager
 from oncelog.storage.log_validator import DecompressionBudget
 
 log = structlog.get_logger(__name__)
 
+#: A request's current_leader_epoch when the client does not know it (Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH):
+#: not checked.
+NO_LEADER_EPOCH = -1
 #: Kafka's IsolationLevel values.
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -85,29 +107,96 @@ class PartitionDeletion:
     low_watermark: int = INVALID_LOW_WATERMARK
 
 
+class FollowerFetchers(Protocol):
+    """Where the partitions this node follows are fetched from (``broker.replication.fetcher``)."""
+
+    def follow(self, topic: str, partition: int, leader: int, leader_epoch: int) -> None:
+        """Truncate the partition as the new ``leader`` says, then fetch it from there."""
+        ...
+
+    def unfollow(self, topic: str, partition: int) -> None:
+        """Stop fetching the partition (any response still on its way is dropped)."""
+        ...
+
+
 class ReplicaManager:
     """Routes appends and reads to partition logs; the only path by which the broker writes partition data."""
 
-    def __init__(self, logs: LogManager, flusher: LogFlusher) -> None:
+    def __init__(
+        self,
+        logs: LogManager,
+        flusher: LogFlusher,
+        *,
+        node_id: int = 0,
+        lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+        lead_unassigned: bool = True,
+    ) -> None:
+        """``lead_unassigned``: whether this node leads a partition no state was applied to (the single node does;
+        a cluster member leads only what the cluster's metadata gives it)."""
         self.logs = logs
         self.flusher = flusher
+        self.node_id = node_id
+        self.roles = PartitionRoles(node_id, lag_time_max_ms=lag_time_max_ms, lead_unassigned=lead_unassigned)
+        #: Set by the node when it runs replica fetchers (a cluster member); None on the single node.
+        self.fetchers: FollowerFetchers | None = None
+        #: Called when a led partition has followers ready to join its ISR (the ISR maintenance acts on it).
+        self.on_isr_expandable: Callable[[], None] = lambda: None
         self._fetch_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
-        #: On a cluster: each local replica's state as last applied from the metadata image.
-        self.partition_states: dict[tuple[str, int], PartitionState] = {}
-
-    def apply_partition_state(self, topic: str, partition: int, state: PartitionState) -> None:
-        """Record the cluster's state of a partition this broker holds a replica of; an older leader epoch than
-        the one applied is ignored."""
-        current = self.partition_states.get((topic, partition))
-        if current is None or state.leader_epoch >= current.leader_epoch:
-            self.partition_states[(topic, partition)] = state
-
-    def resign_leadership(self) -> None:
-        """The etcd session is lost: lead nothing until the image says otherwise."""
-        self.partition_states.clear()
+        #: Followers' fetches parked on a led partition: woken by every append, not only by the high watermark.
+        self._replica_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
+        self._leader_epochs: dict[tuple[str, int], int] = {}
+        #: The high watermarks saved before this start (``replication-offset-checkpoint``), read at the first
+        #: partition state and each used once: a log opens with its high watermark at its end.
+        self._saved_high_watermarks: dict[tuple[str, int], int] | None = None
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch: the one set last, else INITIAL_LEADER_EPOCH (0, the single node's,
+        as Kafka's single KRaft node starts there)."""
+        return self._leader_epochs.get((topic, partition), INITIAL_LEADER_EPOCH)
+
+    def set_leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        """Make ``epoch`` the partition's current leader epoch (the controller's LeaderAndIsr / partition change):
+        appends stamp it from now on and requests are checked against it (``check_leader_epoch``)."""
+        if epoch < 0:
+            raise ValueError(f"invalid leader epoch {epoch} for {topic}-{partition}")
+        self._leader_epochs[(topic, partition)] = epoch
+
+    def check_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int) -> ErrorCode:
+        """Kafka's Partition.checkCurrentLeaderEpoch for a request's ``current_leader_epoch``: -1 is not checked;
+        newer than ours is UNKNOWN_LEADER_EPOCH (this broker has not heard of it yet: retriable); older is
+        FENCED_LEADER_EPOCH (the client's metadata is stale: it refreshes it)."""
+        if current_leader_epoch == NO_LEADER_EPOCH:
+            return ErrorCode.NONE
+        ours = self.leader_epoch(topic, partition)
+        if current_leader_epoch > ours:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if current_leader_epoch < ours:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.NONE
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, EpochEndOffset]:
+        """OffsetForLeaderEpoch for one partition (Kafka's Partition.lastOffsetForLeaderEpoch): where
+        ``leader_epoch`` ended in this log, from its leader-epoch cache (``LeaderEpochCache.end_offset_for``, the log
+        end offset for the latest epoch). NOT_LEADER_OR_FOLLOWER without a log here; the current_leader_epoch
+        check's error (``check_leader_epoch``) before any lookup; the answer's epoch and offset are -1 with an error.
+        """
+        undefined = EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, undefined
+        error = self.check_leader_epoch(topic, partition, current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return error, undefined
+        if not self.roles.leads((topic, partition)):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, undefined  # only the leader answers (fetchOnlyFromLeader)
+        return ErrorCode.NONE, partition_log.leader_epoch_cache.end_offset_for(
+            leader_epoch, partition_log.log_end_offset
+        )
 
     def append(
         self,
@@ -129,8 +218,17 @@ class ReplicaManager:
         partition_log = self.logs.get(topic, partition)
         if partition_log is None:
             return PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not self.roles.leads((topic, partition)):
+            # Only the leader appends (coordinators' writes included): a follower's log takes its leader's batches.
+            return PartitionAppend(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
-            result = partition_log.append(records, now_ms=now_ms, origin=origin, budget=budget)
+            result = partition_log.append(
+                records,
+                now_ms=now_ms,
+                origin=origin,
+                budget=budget,
+                leader_epoch=self.leader_epoch(topic, partition),
+            )
         except storage_errors.StorageError as exc:
             code = error_code_for(exc)
             log.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
@@ -145,6 +243,7 @@ class ReplicaManager:
             self.flusher.appended(
                 partition_log, result.last_offset - result.first_offset + 1, unwaited_delay_s=unwaited_delay_s
             )
+            self._wake(self._replica_watchers, (topic, partition))
         return PartitionAppend(ErrorCode.NONE, result)
 
     def request_durable(self, topic: str, partition: int, end_offset: int) -> SyncWaiter | None:
@@ -189,6 +288,8 @@ class ReplicaManager:
         partition_log = self.logs.get(topic, partition)
         if partition_log is None:
             return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not self.roles.leads((topic, partition)):
+            return PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         high_watermark = partition_log.high_watermark
         last_stable = self.last_stable_offset(partition_log)
         limit = last_stable if isolation_level == READ_COMMITTED else high_watermark
@@ -260,21 +361,291 @@ class ReplicaManager:
 
     # Long polling ----------------------------------------------------------------------------------------------
 
-    def watch(self, partitions: list[tuple[str, int]], event: trio.Event) -> None:
-        """Set ``event`` when any of ``partitions`` makes new data visible."""
+    def watch(self, partitions: list[tuple[str, int]], event: trio.Event, *, replica: bool = False) -> None:
+        """Set ``event`` when any of ``partitions`` makes new data visible (``replica``: when data is appended, for
+        a follower's fetch), or when its role changes."""
+        watchers = self._replica_watchers if replica else self._fetch_watchers
         for tp in partitions:
-            self._fetch_watchers[tp].add(event)
+            watchers[tp].add(event)
 
-    def unwatch(self, partitions: list[tuple[str, int]], event: trio.Event) -> None:
+    def unwatch(self, partitions: list[tuple[str, int]], event: trio.Event, *, replica: bool = False) -> None:
+        all_watchers = self._replica_watchers if replica else self._fetch_watchers
         for tp in partitions:
-            watchers = self._fetch_watchers.get(tp)
+            watchers = all_watchers.get(tp)
             if watchers is not None:
                 watchers.discard(event)
                 if not watchers:
-                    del self._fetch_watchers[tp]
+                    del all_watchers[tp]
 
     def high_watermark_advanced(self, partition_log: PartitionLog) -> None:
-        """Called when a partition's visible data grows: wake the fetches waiting on it."""
-        watchers = self._fetch_watchers.pop((partition_log.topic, partition_log.partition), None)
+        """Called when a partition's visible data grows: wake the fetches (and acks=all produces) waiting on it."""
+        self._wake(self._fetch_watchers, (partition_log.topic, partition_log.partition))
+
+    @staticmethod
+    def _wake(all_watchers: dict[tuple[str, int], set[trio.Event]], tp: tuple[str, int]) -> None:
+        watchers = all_watchers.pop(tp, None)
         for event in watchers or ():
             event.set()
+
+    # Replication -----------------------------------------------------------------------------------------------
+
+    def leads(self, topic: str, partition: int) -> bool:
+        """True when this node leads the partition (on the single node: every partition)."""
+        return self.roles.leads((topic, partition))
+
+    def isr_size(self, topic: str, partition: int) -> int:
+        """Members of the partition's ISR, the leader included (1 on the single node)."""
+        return self.roles.isr_size((topic, partition))
+
+    def replicated(self, topic: str, partition: int) -> bool:
+        """True when the partition is led here with followers: acks=all then waits for the high watermark."""
+        role = self.roles.get((topic, partition))
+        return role is not None and role.leading is not None and len(role.state.replicas) > 1
+
+    def apply_partition_state(self, topic: str, partition: int, state: PartitionState, *, now_ms: int) -> Transition:
+        """Take the role ``state`` gives this node for the partition (``broker.replication.partitions``): lead it,
+        follow its leader (truncating first, see ``broker.replication.fetcher``) or stop. Raises LookupError when
+        the partition has no log here (create it first)."""
+        tp = (topic, partition)
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            raise LookupError(f"no log for {topic}-{partition}")
+        if self.roles.get(tp) is None:
+            self._restore_high_watermark(partition_log)
+        transition = self.roles.apply(
+            tp,
+            state,
+            log_end_offset=partition_log.log_end_offset,
+            high_watermark=partition_log.high_watermark,
+            now_ms=now_ms,
+        )
+        if transition is Transition.IGNORED:
+            return transition
+        role = self.roles.get(tp)
+        assert role is not None
+        self.set_leader_epoch(topic, partition, state.leader_epoch)
+        if transition is Transition.BECAME_LEADER:
+            # The new epoch starts at the log end (Kafka's maybeAssignEpochStartOffset): OffsetForLeaderEpoch then
+            # tells a follower where its older epoch ended here even before this leader appends anything.
+            partition_log.maybe_assign_epoch_start(state.leader_epoch)
+        if transition is not Transition.UPDATED:
+            log.info(
+                "partition_role",
+                topic=topic,
+                partition=partition,
+                transition=transition.value,
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=list(state.isr),
+            )
+        if self.fetchers is not None and transition is not Transition.UPDATED:
+            if role.follows is not None:
+                self.fetchers.follow(topic, partition, role.follows, state.leader_epoch)
+            else:
+                self.fetchers.unfollow(topic, partition)
+        if role.leading is not None:
+            self._advance_leader_high_watermark(partition_log)
+        # Parked fetches and acks=all produces look again: they may have to answer NOT_LEADER_OR_FOLLOWER now.
+        self._wake(self._fetch_watchers, tp)
+        self._wake(self._replica_watchers, tp)
+        return transition
+
+    def resign_leadership(self, now_ms: int) -> None:
+        """This node lost its etcd session: another broker may lead its partitions already, so it leads none (and
+        follows nobody) until the cluster's metadata gives it roles again; re-applying the same state restores
+        them."""
+        for (topic, partition), role in list(self.roles.leading().items()):
+            fenced = dataclasses.replace(role.state, leader=NO_LEADER)
+            self.apply_partition_state(topic, partition, fenced, now_ms=now_ms)
+
+    def forget(self, topic: str, partition: int) -> None:
+        """The partition is deleted here: no role, no fetching (a topic created again starts as the single node's)."""
+        self.roles.forget((topic, partition))
+        if self.fetchers is not None:
+            self.fetchers.unfollow(topic, partition)
+        self._wake(self._fetch_watchers, (topic, partition))
+        self._wake(self._replica_watchers, (topic, partition))
+
+    def _restore_high_watermark(self, partition_log: PartitionLog) -> None:
+        """A partition's first state since the start: its high watermark goes back to the one saved before (Kafka
+        initialises a replica's from the checkpoint), so a replica that opened with it at its log end does not
+        expose what its followers may not have; a leader alone in its ISR moves it to its end again at once."""
+        if self._saved_high_watermarks is None:
+            try:
+                self._saved_high_watermarks = self.logs.checkpointed_high_watermarks()
+            except (OSError, storage_errors.StorageError) as exc:
+                log.warning("high_watermarks_unreadable", error=str(exc))
+                self._saved_high_watermarks = {}
+        saved = self._saved_high_watermarks.pop((partition_log.topic, partition_log.partition), None)
+        if saved is not None and saved < partition_log.high_watermark:
+            partition_log.update_high_watermark(saved)
+
+    def adopt_isr(self, topic: str, partition: int, state: PartitionState) -> None:
+        """The controller accepted this leader's ISR change (``broker.replication.isr``)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None or not self.roles.adopt((topic, partition), state):
+            return
+        log.info("isr_changed", topic=topic, partition=partition, isr=list(state.isr))
+        self._advance_leader_high_watermark(partition_log)
+        self._wake(self._fetch_watchers, (topic, partition))
+
+    @staticmethod
+    def _local_end(partition_log: PartitionLog) -> int:
+        """The leader's own log end offset for the high watermark: its durable end in fsync mode."""
+        if partition_log.config.fsync_before_ack:
+            return min(partition_log.durable_offset, partition_log.log_end_offset)
+        return partition_log.log_end_offset
+
+    def high_watermark_for(self, partition_log: PartitionLog, local_end: int) -> int:
+        """The high watermark the flusher may set once the log's data below ``local_end`` is safe on this node:
+        ``local_end`` on the single node, capped by the followers in the ISR on a leader, by the leader's high
+        watermark on a follower, and the current one on a stopped replica."""
+        role = self.roles.get((partition_log.topic, partition_log.partition))
+        if role is None:
+            return local_end
+        if role.leading is not None:
+            role.leading.advance_high_watermark(local_end)
+            return role.leading.high_watermark
+        if role.follows is not None:
+            return min(role.leader_high_watermark, partition_log.log_end_offset)
+        return partition_log.high_watermark
+
+    def _advance_leader_high_watermark(self, partition_log: PartitionLog) -> None:
+        high_watermark = self.high_watermark_for(partition_log, self._local_end(partition_log))
+        if high_watermark > partition_log.high_watermark:
+            partition_log.update_high_watermark(high_watermark)
+            self.high_watermark_advanced(partition_log)
+
+    def read_for_follower(
+        self, topic: str, partition: int, replica: int, offset: int, max_bytes: int, now_ms: int, *, min_one_batch: bool
+    ) -> PartitionRead:
+        """A follower's fetch from ``offset`` (its log end offset): note its progress, move the high watermark, and
+        read whole batches up to the log end (not the high watermark). NOT_LEADER_OR_FOLLOWER unless this node leads
+        the partition by an applied state and ``replica`` is one of its replicas."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        role = self.roles.get((topic, partition))
+        if role is None or role.leading is None or replica not in role.leading.followers:
+            return PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        read = PartitionRead(ErrorCode.NONE, log_start_offset=partition_log.log_start_offset)
+        if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
+            read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+        else:
+            role.leading.record_fetch(replica, offset, partition_log.log_end_offset, now_ms)
+            self._advance_leader_high_watermark(partition_log)
+            if role.leading.ready_to_join():
+                self.on_isr_expandable()
+            if offset < partition_log.log_end_offset:
+                try:
+                    read.records = partition_log.read(offset, max_bytes, min_one_batch=min_one_batch)
+                except storage_errors.StorageError as exc:
+                    read.error = error_code_for(exc)
+                except OSError as exc:
+                    log.error("read_failed", topic=topic, partition=partition, error=str(exc))
+                    read.error = ErrorCode.KAFKA_STORAGE_ERROR
+        read.high_watermark = partition_log.high_watermark
+        read.last_stable_offset = partition_log.last_stable_offset
+        return read
+
+    def replication_outcome(self, topic: str, partition: int, end_offset: int) -> ErrorCode | None:
+        """How an acks=all append ending at ``end_offset`` is answered now, or None while it must wait: once the
+        high watermark passes it, NONE with enough in-sync replicas, else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        (Kafka's ``Partition.checkEnoughReplicasReachOffset``); NOT_LEADER_OR_FOLLOWER once leadership moved."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.leads(topic, partition):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition_log.high_watermark < end_offset:
+            return None
+        if self.isr_size(topic, partition) < partition_log.config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    async def wait_replicated(self, topic: str, partition: int, end_offset: int, deadline: float) -> ErrorCode:
+        """Wait for ``replication_outcome``; REQUEST_TIMED_OUT at ``deadline`` (trio time)."""
+        tp = (topic, partition)
+        while (outcome := self.replication_outcome(topic, partition, end_offset)) is None:
+            if trio.current_time() >= deadline:
+                return ErrorCode.REQUEST_TIMED_OUT
+            moved = trio.Event()
+            self.watch([tp], moved)
+            try:
+                with trio.move_on_at(deadline):
+                    await moved.wait()
+            finally:
+                self.unwatch([tp], moved)
+        return outcome
+
+    def append_as_follower(
+        self, topic: str, partition: int, records: bytes | memoryview, now_ms: int
+    ) -> PartitionAppend:
+        """Append what the leader sent, keeping its offsets and epochs (``PartitionLog.append_as_follower``); the
+        flush policy applies as to any append."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        before = partition_log.log_end_offset
+        try:
+            result = partition_log.append_as_follower(records, now_ms=now_ms)
+        except storage_errors.StorageError as exc:
+            code = error_code_for(exc)
+            log.warning("follower_append_failed", topic=topic, partition=partition, error=code.name, reason=str(exc))
+            return PartitionAppend(code, message=str(exc))
+        except OSError as exc:
+            log.error("follower_append_failed", topic=topic, partition=partition, error=str(exc))
+            return PartitionAppend(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
+        if partition_log.log_end_offset > before:
+            self.flusher.appended(partition_log, partition_log.log_end_offset - before)
+        return PartitionAppend(ErrorCode.NONE, result)
+
+    def follower_high_watermark(self, topic: str, partition: int, leader_high_watermark: int) -> None:
+        """The leader's high watermark arrived: this follower's becomes min(it, own log end), lower than before too
+        (Kafka's follower ``updateHighWatermark``): a replica restarted with its high watermark at its log end (it
+        is not persisted) takes the leader's, so it does not overstate it if it leads next."""
+        partition_log = self.logs.get(topic, partition)
+        role = self.roles.get((topic, partition))
+        if partition_log is None or role is None or role.follows is None:
+            return
+        role.leader_high_watermark = leader_high_watermark
+        high_watermark = min(leader_high_watermark, partition_log.log_end_offset)
+        if high_watermark != partition_log.high_watermark:
+            partition_log.update_high_watermark(high_watermark)
+            self.high_watermark_advanced(partition_log)
+
+    def follower_log_start_offset(self, topic: str, partition: int, leader_log_start_offset: int) -> None:
+        """The leader's log start offset arrived: raise this follower's to it (records the leader deleted go here
+        too: retention, DeleteRecords), durably, within the follower's high watermark (Kafka's follower
+        ``maybeIncrementLogStartOffset``)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return
+        target = min(leader_log_start_offset, partition_log.high_watermark)
+        if target <= partition_log.log_start_offset:
+            return
+        try:
+            self.logs.advance_log_start_offsets({(topic, partition): target})
+        except storage_errors.StorageError as exc:
+            log.warning("follower_log_start_not_raised", topic=topic, partition=partition, error=str(exc))
+
+    def restart_follower_at(self, topic: str, partition: int, offset: int) -> None:
+        """The leader's log starts above this follower's end: empty the log and go on from ``offset`` (Kafka's
+        truncateFullyAndStartAt)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None:
+            return
+        log.info(
+            "follower_restarted_at", topic=topic, partition=partition, offset=offset, was=partition_log.log_end_offset
+        )
+        partition_log.truncate_fully_and_start_at(offset)
+
+    def truncate_follower(self, topic: str, partition: int, offset: int) -> None:
+        """Cut a follower's divergent tail: every batch at or above ``offset`` goes (KIP-101/279)."""
+        partition_log = self.logs.get(topic, partition)
+        if partition_log is None or offset >= partition_log.log_end_offset:
+            return
+        log.info(
+            "follower_truncated", topic=topic, partition=partition, offset=offset, was=partition_log.log_end_offset
+        )
+        partition_log.truncate_to(offset)

@@ -429,6 +429,7 @@ class TopicManager:
             partition_log = self._broker.logs.get(name, partition)
             if partition_log is not None:
                 self._broker.flusher.forget(partition_log)
+            self._broker.replicas.forget(name, partition)
         self._broker.logs.delete_topic(name)
         log.info("topic_deleted", topic=name)
         return TopicOutcome(ErrorCode.NONE)

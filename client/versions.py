@@ -13,6 +13,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 9),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # a follower's truncation (KIP-101); bodies built by the caller
     ApiKey.METADATA: (1, 9),
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 5),

@@ -51,6 +51,7 @@ from oncelog.protocol.messages import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sasl_authenticate,
     sasl_handshake,
@@ -197,6 +198,9 @@ APIS: dict[ApiKey, Api] = {
         Api(ApiKey.PRODUCE, produce, (0, 9)),
         Api(ApiKey.FETCH, fetch, (4, 12)),
         Api(ApiKey.LIST_OFFSETS, list_offsets, (1, 7)),
+        # Consumers validate their positions with it after a leader change (KIP-320); followers find their divergent
+        # tail (KIP-101). Kafka 4.0's range: v0-1 were removed (KIP-896).
+        Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch, (2, 4)),
         Api(ApiKey.METADATA, metadata, (0, 9)),
         Api(ApiKey.API_VERSIONS, api_versions, (0, 3)),
         Api(ApiKey.CREATE_TOPICS, create_topics, (0, 5)),

@@ -75,3 +75,9 @@ class TransactionCoordinatorFencedError(StorageError):
 
     Kafka: TRANSACTION_COORDINATOR_FENCED (52).
     """
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower's append holds a batch below the log end offset, or batches whose offsets do not increase
+    (Kafka's UnexpectedAppendOffsetException / OffsetsOutOfOrderException). Raised to the follower's fetcher only,
+    never answered to a client (KAFKA_STORAGE_ERROR if it ever were)."""

@@ -13,11 +13,14 @@ and consumers check their positions the same way (KIP-320). Rules of Kafka's ``L
 - ``truncate_from_end(end)`` drops entries starting at or after ``end`` (the log was truncated to ``end``).
 - ``truncate_from_start(start)`` drops entries wholly before ``start``, moving the last of them to start at ``start``
   (the log start rose: retention or DeleteRecords).
+- Every change is written before the method returns (fsync, then atomic rename); calls that change nothing write
+  nothing.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,6 +29,8 @@ from oncelog.storage.errors import StorageError
 
 #: The file's name in each partition directory, as Kafka names it.
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+#: The epoch of a partition's first leader (Kafka's LeaderAndIsr.InitialLeaderEpoch); a single node keeps it.
+INITIAL_LEADER_EPOCH = 0
 #: OffsetForLeaderEpoch's answer when the epoch is unknown (Kafka's UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET).
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -55,12 +60,26 @@ class LeaderEpochCache:
             self._assign(EpochEntry(epoch, start))
 
     @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
     def entries(self) -> list[EpochEntry]:
         return list(self._entries)
 
     @property
     def latest_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
+
+    @property
+    def earliest(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose leader appended ``offset`` (Kafka's epochForOffset): that of the latest entry starting at
+        or before it; UNDEFINED_EPOCH when every entry starts after it (or there is none)."""
+        index = bisect.bisect_right([entry.start_offset for entry in self._entries], offset)
+        return self._entries[index - 1].epoch if index else UNDEFINED_EPOCH
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (durable on return when it changed anything)."""
@@ -94,9 +113,23 @@ class LeaderEpochCache:
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: the epoch in force there starts there; older ones go."""
         before = [entry for entry in self._entries if entry.start_offset <= start_offset]
-        if not before:
+        if not before or before == [EpochEntry(before[-1].epoch, start_offset)]:
             return
         self._entries = [EpochEntry(before[-1].epoch, start_offset), *self._entries[len(before) :]]
+        self._write()
+
+    def clear(self) -> None:
+        """Forget every epoch (the log was emptied to start elsewhere: Kafka's clearAndFlush)."""
+        if self._entries:
+            self._entries = []
+            self._write()
+
+    def rebuild(self, entries: Iterable[tuple[int, int]]) -> None:
+        """Replace the entries by ``(epoch, start offset)`` pairs read from the log's batches in offset order,
+        applying ``assign``'s rules, and write the checkpoint (even when empty, so it need not be rebuilt again)."""
+        self._entries = []
+        for epoch, start in entries:
+            self._assign(EpochEntry(epoch, start))
         self._write()
 
     def _assign(self, entry: EpochEntry) -> bool:

@@ -7,7 +7,14 @@ under ``_lock``; the list is replaced, never mutated in place, so lock-free read
 
 Other guarantees:
 - ``append`` validates every batch before writing any; one ``write`` per call; never fsyncs.
-- Offsets are assigned by rewriting each batch's base offset; the partition leader epoch is set to -1.
+- Offsets are assigned by rewriting each batch's base offset, and the partition leader epoch by writing the
+  appending leader's epoch (``leader_epoch``) in every batch (``partitionLeaderEpoch``), client and coordinator
+  batches alike.
+- ``append_as_follower`` (Kafka's appendAsFollower) writes batches fetched from the leader as they are: offsets,
+  timestamps and leader epochs kept, CRCs checked, producer state updated from them (markers and the
+  ``.txnindex`` included) so that this replica dedupes retries and knows the last stable offset once it leads.
+  Its first batch may not start below the log end offset (UnexpectedAppendOffsetError); a gap above it is a
+  compacted leader's and is kept.
 - ``high_watermark`` starts at the log end offset on open (a single-replica broker has nothing to wait for);
   the broker may lower or advance it with ``update_high_watermark``.
 - ``truncate_to(o)`` cuts at the start of the batch holding ``o``; the log end may end up below ``o``.
@@ -15,6 +22,14 @@ Other guarantees:
   below the high watermark, as Kafka does.
 - ``advance_log_start_offset`` (DeleteRecords) raises the log start offset up to the high watermark, mid-segment
   too; the segments wholly below it go with ``delete_segments_below_start`` or the next ``enforce_retention``.
+
+Leader epochs (KIP-101): ``leader_epoch_cache`` (``storage.leader_epoch``, file ``leader-epoch-checkpoint``) holds
+where each epoch's batches start. Appends of either kind add an epoch the first time a batch of a newer epoch than
+the latest known is appended (the checkpoint is written before the batch); ``truncate_to`` drops the epochs
+starting at or after the new log end; a raised log start offset moves the epoch in force there to start there.
+Opening a log without the file rebuilds it from the batches' ``partitionLeaderEpoch`` (once: the file is then
+written, even empty); opening a log with it drops the entries at or beyond the recovered log end (written before
+data that a crash then lost).
 
 Transactions (Kafka's UnifiedLog):
 - ``append(..., origin=CLIENT)`` refuses control batches (InvalidRecordError); COORDINATOR appends may hold
@@ -40,7 +55,6 @@ from pathlib import Path
 from oncelog.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     MAGIC_POS,
-    NO_PARTITION_LEADER_EPOCH,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     parse_header,
@@ -58,10 +72,18 @@ from oncelog.storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     StorageError,
+    UnexpectedAppendOffsetError,
 )
 from oncelog.storage.faults import fault_point
-from oncelog.storage.log_validator import DecompressionBudget, ValidatedBatch, rebuild_batch, validate_append
-from oncelog.storage.producer_state import ProducerStateManager, SnapshotCorruptError
+from oncelog.storage.leader_epoch import INITIAL_LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from oncelog.storage.log_validator import (
+    DecompressionBudget,
+    ValidatedBatch,
+    rebuild_batch,
+    validate_append,
+    validate_replicated,
+)
+from oncelog.storage.producer_state import ProducerAppendInfo, ProducerStateManager, SnapshotCorruptError
 from oncelog.storage.recovery import load_segments
 from oncelog.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
 from oncelog.storage.txn_index import AbortedTxn
@@ -124,6 +146,7 @@ class PartitionLog:
         self.recovered_segments = 0  # how many segments the last open scanned for recovery
         self.rebuilt_txn_indexes = 0  # .txnindex files rewritten by the last producer-state rebuild (open/truncate)
         self.producer_state = ProducerStateManager(directory, config.producer_id_expiration_ms)
+        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
 
     # ------------------------------------------------------------------------------------------ opening
     @classmethod
@@ -161,7 +184,27 @@ class PartitionLog:
         log.durable_offset = log.recovery_point
         log._rebuild_producer_state(log.log_end_offset if clean_shutdown else log.recovery_point, now_ms)
         log.producer_state.on_high_watermark(log.high_watermark)
+        log._load_leader_epochs()
         return log
+
+    def _load_leader_epochs(self) -> None:
+        """Rebuild the leader-epoch checkpoint from the batches when it is missing; else drop what lies beyond
+        the recovered log (see the module docstring)."""
+        cache = self.leader_epoch_cache
+        try:
+            if not cache.path.exists():
+                if self.log_end_offset > self.log_start_offset:
+                    cache.rebuild(
+                        (header.partition_leader_epoch, header.base_offset)
+                        for segment in self._segments
+                        for _pos, header in segment.iter_headers(0)
+                        if header.partition_leader_epoch >= 0
+                    )
+            else:
+                cache.truncate_from_end(self.log_end_offset)
+            cache.truncate_from_start(self.log_start_offset)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write {cache.path}: {exc}") from exc
 
     def _new_segment(self, base_offset: int, *, sync_dir: bool = True) -> LogSegment:
         segment = LogSegment(self.directory, base_offset, self.config)
@@ -255,9 +298,11 @@ class PartitionLog:
         now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         budget: DecompressionBudget | None = None,
+        leader_epoch: int = INITIAL_LEADER_EPOCH,
     ) -> AppendResult:
-        """Append whole v2 batches as the leader: validate all (``log_validator``, within ``budget``, default one
-        of its own), check producer state, assign offsets, write.
+        """Append whole v2 batches as the leader of epoch ``leader_epoch``: validate all (``log_validator``, within
+        ``budget``, default one of its own), check producer state, assign offsets, stamp ``leader_epoch`` in each
+        batch, write.
 
         CLIENT appends may not hold control batches; only they are checked for sequences and answered from
         the duplicate cache. Raises CorruptRecordError, InvalidRecordError, RecordValidationError,
@@ -283,7 +328,7 @@ class PartitionLog:
         headers = []
         max_timestamp = -1
         for pos, header in validated:
-            header = header._replace(base_offset=next_offset, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH)
+            header = header._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
             if log_append_time:
                 set_log_append_time(buf, pos, header.size, now_ms)
                 header = header._replace(attributes=header.attributes | TIMESTAMP_TYPE_MASK, max_timestamp=now_ms)
@@ -311,14 +356,8 @@ class PartitionLog:
                             duplicate.timestamp if log_append_time else -1,
                         )
                 info.append(header, marker)
-        segment = self._maybe_roll(len(buf), len(headers), next_offset - 1, now_ms)
-        try:
-            segment.append(_with_assigned_offsets(buf, headers), headers, info.aborted)
-        except OSError as exc:
-            raise KafkaStorageError(f"append to {segment.log_path} failed: {exc}") from exc
         first_offset = self.log_end_offset
-        self.log_end_offset = next_offset
-        self.producer_state.commit(info)
+        self._write(_with_assigned_offsets(buf, headers), len(buf), headers, info, now_ms)
         return AppendResult(
             first_offset,
             next_offset - 1,
@@ -327,6 +366,84 @@ class PartitionLog:
             max_timestamp,
             now_ms if log_append_time else -1,
         )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> AppendResult:
+        """Append batches fetched from the partition's leader as they are (Kafka's UnifiedLog.appendAsFollower):
+        offsets, timestamps and partition leader epochs kept, each batch's CRC checked, a partial batch at the end
+        left out, no size limit (the leader accepted them). Producer state is updated from the batches (data and
+        transaction markers, ``.txnindex`` included) without sequence or epoch checks; new leader epochs are
+        recorded in ``leader_epoch_cache`` before the batches are written. Rolls segments as ``append`` does;
+        does not move the high watermark (the leader tells it).
+
+        Raises UnexpectedAppendOffsetError when the first batch starts below the log end offset or offsets do not
+        increase, CorruptRecordError / InvalidRecordError for damaged batches or markers, InvalidTxnStateError
+        (nothing is appended), or KafkaStorageError (write failed; the segment is cut back). Nothing to append
+        (no whole batch) gives an empty result at the log end.
+        """
+        headers = validate_replicated(records, self.directory.name)
+        if not headers:
+            return AppendResult(self.log_end_offset, self.log_end_offset - 1, self.log_start_offset, False, -1)
+        first = headers[0][1]
+        if first.base_offset < self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"Unexpected offset in append to {self.topic}-{self.partition}. First offset {first.base_offset} "
+                f"is less than the next offset {self.log_end_offset}"
+            )
+        info = self.producer_state.prepare(AppendOrigin.REPLICATION)
+        for pos, header in headers:
+            if header.producer_id >= 0:
+                marker = None
+                if header.is_control and header.records_count > 0:
+                    marker = read_end_txn_marker(records, pos, header)
+                info.append(header, marker)
+        last_pos, last = headers[-1]
+        size = last_pos + last.size
+        self._write((memoryview(records)[:size],), size, headers, info, now_ms)
+        return AppendResult(
+            first.base_offset,
+            last.last_offset,
+            self.log_start_offset,
+            False,
+            max(header.max_timestamp for _pos, header in headers),
+        )
+
+    def _write(
+        self,
+        pieces: tuple[bytes | memoryview, ...] | list[bytes | memoryview],
+        size: int,
+        headers: list[tuple[int, BatchHeader]],
+        info: ProducerAppendInfo,
+        now_ms: int,
+    ) -> None:
+        """Record the batches' new leader epochs, roll when due, write ``pieces`` (the ``size`` bytes of the batches
+        ``headers`` describe, at those positions) and their aborted-transaction entries, then move the log end and
+        commit ``info``."""
+        for _pos, header in headers:
+            self._assign_epoch(header.partition_leader_epoch, header.base_offset)
+        last = headers[-1][1]
+        segment = self._maybe_roll(size, len(headers), last.last_offset, now_ms)
+        try:
+            segment.append(pieces, headers, info.aborted)
+        except OSError as exc:
+            raise KafkaStorageError(f"append to {segment.log_path} failed: {exc}") from exc
+        self.log_end_offset = last.next_offset
+        self.producer_state.commit(info)
+
+    def maybe_assign_epoch_start(self, leader_epoch: int) -> None:
+        """Record that ``leader_epoch`` starts at the log end offset when it is newer than every epoch the log knows
+        (Kafka's maybeAssignEpochStartOffset, when a replica becomes the leader), so that appends at that epoch write
+        nothing. Costs an fsync when it records something: a broker taking the lead of many partitions does it in
+        worker threads. Raises KafkaStorageError."""
+        self._assign_epoch(leader_epoch, self.log_end_offset)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Add ``epoch`` starting at ``start_offset`` to the leader-epoch cache when newer than its latest."""
+        cache = self.leader_epoch_cache
+        if epoch > cache.latest_epoch:
+            try:
+                cache.assign(epoch, start_offset)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot write {cache.path}: {exc}") from exc
 
     def _should_roll(self, segment: LogSegment, size: int, batches: int, last_offset: int, now_ms: int) -> bool:
         if segment.is_empty:
@@ -526,7 +643,14 @@ class PartitionLog:
             self.recovery_point = max(self.recovery_point, offset)
             self.durable_offset = max(self.durable_offset, self.recovery_point)
         self.producer_state.on_high_watermark(offset)
+        self._epochs_from_start()
         return True
+
+    def _epochs_from_start(self) -> None:
+        try:
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write {self.leader_epoch_cache.path}: {exc}") from exc
 
     def delete_segments_below_start(self) -> int:
         """Delete the segments wholly below the log start offset, never the active one (Kafka's
@@ -557,6 +681,7 @@ class PartitionLog:
             self.durable_offset = max(self.durable_offset, self.recovery_point)
         self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
         self.producer_state.on_high_watermark(self.log_start_offset)
+        self._epochs_from_start()
         return count
 
     # ------------------------------------------------------------------------------------------ retention
@@ -605,7 +730,9 @@ class PartitionLog:
 
     # ------------------------------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch holding offsets >= ``offset`` (cutting at the start of the batch holding it)."""
+        """Remove every batch holding offsets >= ``offset`` (cutting at the start of the batch holding it); the
+        producer state is rebuilt (newest snapshot at or below the new end, then replay) and the leader epochs
+        starting at or after the new end are dropped."""
         if offset >= self.log_end_offset:
             return
         with self._lock:  # a concurrent flush must not see the log half-truncated
@@ -631,6 +758,32 @@ class PartitionLog:
         fsync_dir(self.directory)
         self._rebuild_producer_state(self.log_end_offset, None)
         self.producer_state.on_high_watermark(self.high_watermark)
+        try:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write {self.leader_epoch_cache.path}: {exc}") from exc
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and start it at ``offset`` (Kafka's truncateFullyAndStartAt): a follower whose log end is
+        below its leader's log start fetches from there. Every segment, producer snapshot and leader epoch goes; the
+        log start, log end, high watermark and recovery point all become ``offset``. The new start is durable through
+        the new segment's base offset (``open`` takes the log start from the first segment)."""
+        with self._lock:
+            self._truncations += 1
+            for segment in self._segments:
+                segment.delete()
+            self._set_segments([self._new_segment(offset, sync_dir=False)])
+            self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+            self.recovery_point = self.durable_offset = offset
+        fsync_dir(self.directory)
+        self.producer_state.truncate()
+        self.producer_state.delete_snapshots(above=-1)  # every one
+        self.producer_state.on_high_watermark(offset)
+        try:
+            self.leader_epoch_cache.clear()
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write {self.leader_epoch_cache.path}: {exc}") from exc
 
     # ------------------------------------------------------------------------------------------ durability
     def flush(self, up_to: int | None = None) -> None:

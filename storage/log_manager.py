@@ -1,8 +1,10 @@
 """All partition logs of one data directory (Kafka's LogManager).
 
 Data-dir files: ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (Kafka's text
-format, see ``checkpoint``), and the clean-shutdown marker ``.kafka_cleanshutdown``, which ``close`` writes
-and ``load`` removes once every log is open (so a crash after ``load`` means the next start recovers).
+format, see ``checkpoint``), ``replication-offset-checkpoint`` (the high watermarks, written on request by a broker
+that replicates: ``checkpoint_high_watermarks``), and the clean-shutdown marker ``.kafka_cleanshutdown``, which
+``close`` writes and ``load`` removes once every log is open (so a crash after ``load`` means the next start
+recovers).
 Checkpoints are written one at a time, whichever thread writes them, each with the offsets of that moment; a log
 start offset raised by ``advance_log_start_offsets`` is in the file before it is in the log.
 Partition directories are ``<topic>-<partition>``; other entries are ignored, except
@@ -37,6 +39,7 @@ from oncelog.storage.segment import is_segment_log_name
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"  # LogManager.RecoveryPointCheckpointFile
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"  # LogManager.LogStartOffsetCheckpointFile
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # ReplicaManager.HighWatermarkFilename
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"  # LogLoader.CleanShutdownFile
 DELETE_DIR_SUFFIX = "-delete"
 
@@ -173,6 +176,21 @@ class LogManager:
             write_offset_checkpoint(
                 self.data_dir / LOG_START_OFFSET_CHECKPOINT, {k: log.log_start_offset for k, log in logs.items()}
             )
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Atomically write every log's high watermark to ``replication-offset-checkpoint`` (Kafka writes it every
+        ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown)."""
+        with self._checkpoint_lock:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            logs = self.all_logs()
+            write_offset_checkpoint(
+                self.data_dir / REPLICATION_OFFSET_CHECKPOINT, {k: log.high_watermark for k, log in logs.items()}
+            )
+
+    def checkpointed_high_watermarks(self) -> dict[tuple[str, int], int]:
+        """The high watermarks ``checkpoint_high_watermarks`` last wrote (none when it never did). Raises
+        StorageError when the file is malformed."""
+        return read_offset_checkpoint(self.data_dir / REPLICATION_OFFSET_CHECKPOINT)
 
     def advance_log_start_offsets(self, targets: Mapping[tuple[str, int], int]) -> None:
         """Raise the start offset of each log named in ``targets`` (each an open log) to its offset, durably: the

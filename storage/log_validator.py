@@ -65,6 +65,7 @@ from oncelog.storage.errors import (
     InvalidTimestampError,
     RecordTooLargeError,
     RecordValidationError,
+    UnexpectedAppendOffsetError,
 )
 
 #: Bytes a request's compressed batches may inflate to, all batches together. Kafka has no such cap (it streams,
@@ -177,6 +178,37 @@ def validate_append(
         validated.append(ValidatedBatch(pos, header, rebuild, fixed))
         pos += header.size
     return validated
+
+
+def validate_replicated(buf: bytes | bytearray | memoryview, partition: str) -> list[tuple[int, BatchHeader]]:
+    """``(position, header)`` of the whole batches a follower fetched from its leader, which validated their records
+    already (Kafka's analyzeAndValidateRecords for the REPLICATION origin): length, magic and CRC of each, offsets
+    increasing from batch to batch. A partial batch at the end (a fetch response may end with one) is left out.
+
+    Raises CorruptRecordError (CRC), InvalidRecordError (bad length or magic) or UnexpectedAppendOffsetError (a batch
+    whose last offset is not above the one before it); never anything else. Size limits are not applied: the leader
+    accepted the batches (Kafka's ignoreRecordSize).
+    """
+    headers: list[tuple[int, BatchHeader]] = []
+    end = len(buf)
+    pos = 0
+    last_offset = -1
+    while end - pos >= BATCH_HEADER_SIZE and parse_header(buf, pos).size <= end - pos:
+        try:
+            header = validate_batch(buf, pos)
+        except InvalidBatchError as exc:
+            if exc.corrupt:
+                raise CorruptRecordError(f"{exc} in topic partition {partition}") from exc
+            raise InvalidRecordError(f"{exc} in topic partition {partition}") from exc
+        if header.last_offset <= last_offset:
+            raise UnexpectedAppendOffsetError(
+                f"Out of order offsets found in append to {partition}: batch {header.base_offset}.."
+                f"{header.last_offset} after offset {last_offset}"
+            )
+        last_offset = header.last_offset
+        headers.append((pos, header))
+        pos += header.size
+    return headers
 
 
 def _validate_header(
@@ -549,4 +581,5 @@ __all__ = [
     "ValidatedBatch",
     "rebuild_batch",
     "validate_append",
+    "validate_replicated",
 ]

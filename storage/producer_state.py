@@ -24,7 +24,9 @@ Rules (Kafka 3.9, client-origin appends, without KIP-890 transaction verificatio
 - Each completion carries the partition's last stable offset right after its marker (the first offset of the
   oldest other ongoing transaction, else marker + 1), computed batch by batch in offset order both on append
   and on replay, so the aborted-transaction index a replay writes equals the one appends wrote.
-- Replay from the log (``replay``) applies batches without validation, like Kafka's REPLICATION origin.
+- REPLICATION appends (a follower copying its leader) skip the sequence, producer-epoch and coordinator-epoch
+  checks, as Kafka's ProducerAppendInfo does (it only logs them); a non-transactional batch during an open
+  transaction is still refused. Replay from the log (``replay``) applies batches without any validation.
 
 Snapshot file ``<20-digit offset>.snapshot`` (state after every batch below that offset), big-endian::
 
@@ -217,7 +219,7 @@ class ProducerAppendInfo:
         the working copy, or raise."""
         current, updated = self._entries(header.producer_id)
         epoch = header.producer_epoch
-        if epoch < updated.epoch:
+        if epoch < updated.epoch and self.origin is not AppendOrigin.REPLICATION:
             raise InvalidProducerEpochError(
                 f"epoch {epoch} of producer {header.producer_id} is older than the current {updated.epoch}"
             )
@@ -235,7 +237,7 @@ class ProducerAppendInfo:
             self.started[header.base_offset] = header.producer_id
 
     def _append_marker(self, header: BatchHeader, marker: EndTxnMarker, updated: ProducerStateEntry) -> None:
-        if marker.coordinator_epoch < updated.coordinator_epoch:
+        if marker.coordinator_epoch < updated.coordinator_epoch and self.origin is not AppendOrigin.REPLICATION:
             raise TransactionCoordinatorFencedError(
                 f"marker for producer {header.producer_id} has coordinator epoch {marker.coordinator_epoch}, "
                 f"older than the current {updated.coordinator_epoch}"

@@ -6,6 +6,14 @@ Bounded as Kafka bounds it: the records of a response total at most the request'
 listed more than once is read and answered once; a parked fetch watches each partition once, and ends when its
 client goes away.
 
+A fetch with a ``replica_id`` >= 0 (v0-14 ReplicaId, v15+ ReplicaState) is a follower's: it reads up to the log end
+rather than the high watermark, notes the follower's progress (which moves the high watermark and the ISR), and
+parks until new data is appended (``ReplicaManager.read_for_follower``). A consumer's fetch of a partition this node
+does not lead is answered NOT_LEADER_OR_FOLLOWER.
+
+A partition's current_leader_epoch (v9+, KIP-320) is checked before it is read (``ReplicaManager.check_leader_epoch``):
+FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH, with no records and offsets -1, as Kafka answers.
+
 No incremental fetch sessions are created: every response is a full one (session id 0) holding every requested
 partition, which all clients accept (kafka-python included, which asks for a session and falls back).
 """
@@ -15,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
+from oncelog.broker.clock import now_ms
 from oncelog.broker.replica_manager import READ_COMMITTED, PartitionRead
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
@@ -38,6 +47,18 @@ MAX_WAIT_CAP_MS = 60_000
 
 #: Partitions read between two checkpoints of a Fetch, so one listing many partitions does not hold the loop.
 PARTITIONS_PER_CHECKPOINT = 256
+#: Kafka's FetchRequest.CONSUMER_REPLICA_ID: a consumer's fetch (a follower's carries its broker id, >= 0).
+CONSUMER_REPLICA_ID = -1
+#: The first Fetch version carrying the follower's id in ReplicaState (KIP-903) instead of ReplicaId.
+MIN_REPLICA_STATE_VERSION = 15
+
+
+def replica_id(request: Request) -> int:
+    """The fetching follower's broker id, or a negative id for a consumer."""
+    if request.version >= MIN_REPLICA_STATE_VERSION:
+        state = request.body.replica_state
+        return CONSUMER_REPLICA_ID if state is None else state.replica_id
+    return request.body.replica_id
 
 
 def requested_partitions(body) -> dict[str, dict[int, object]]:
@@ -67,6 +88,8 @@ async def _read_all(
         hold.release()
         remaining = hold.take(remaining)
     isolation = request.body.isolation_level
+    follower = replica_id(request)
+    timestamp = now_ms()
     total = 0
     results = []
     read_since_checkpoint = 0
@@ -81,17 +104,36 @@ async def _read_all(
                 if read_since_checkpoint >= PARTITIONS_PER_CHECKPOINT:
                     read_since_checkpoint = 0
                     await trio.lowlevel.checkpoint()
+                epoch_error = broker.replicas.check_leader_epoch(
+                    name,
+                    index,
+                    partition_request["current_leader_epoch"],  # type: ignore[index]
+                )
+                if epoch_error != ErrorCode.NONE:
+                    per_partition.append((index, PartitionRead(epoch_error)))
+                    continue
                 # The first batch of the response is returned whole even above the limits (Kafka's
                 # minOneMessage, KIP-74), so a consumer always makes progress.
                 limit = min(partition_request.partition_max_bytes, max(remaining, 0))  # type: ignore[attr-defined]
-                read = broker.replicas.read(
-                    name,
-                    index,
-                    partition_request.fetch_offset,  # type: ignore[attr-defined]
-                    limit,
-                    isolation,
-                    min_one_batch=total == 0,
-                )
+                if follower >= 0:
+                    read = broker.replicas.read_for_follower(
+                        name,
+                        index,
+                        follower,
+                        partition_request.fetch_offset,  # type: ignore[attr-defined]
+                        limit,
+                        timestamp,
+                        min_one_batch=total == 0,
+                    )
+                else:
+                    read = broker.replicas.read(
+                        name,
+                        index,
+                        partition_request.fetch_offset,  # type: ignore[attr-defined]
+                        limit,
+                        isolation,
+                        min_one_batch=total == 0,
+                    )
                 if request.version < MIN_ZSTD_VERSION and holds_codec(read.records, Compression.ZSTD):
                     # Such a client cannot decode zstd (KIP-110): Kafka answers this instead of the records.
                     read = PartitionRead(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
@@ -185,8 +227,10 @@ def _bytes_between(partition_log: PartitionLog, start: int, end: int, starts: di
 def _visible_bytes(
     broker: Broker, request: Request, wanted: dict[str, dict[int, object]], starts: dict[tuple[int, int], int]
 ) -> int:
-    """What the fetch would read now, estimated from positions as Kafka's DelayedFetch estimates it; a partition
-    whose fetch offset is out of range counts as enough (the read answers its error at once)."""
+    """What the fetch would read now, estimated from positions as Kafka's DelayedFetch estimates it (a follower's up
+    to the log end); a partition whose fetch offset is out of range, or no longer led here, counts as enough (the
+    read answers its error at once)."""
+    follower = replica_id(request) >= 0
     total = 0
     for name, partitions in wanted.items():
         for index, partition_request in partitions.items():
@@ -196,11 +240,14 @@ def _visible_bytes(
             start = partition_request["fetch_offset"]  # type: ignore[index]
             if not partition_log.log_start_offset <= start <= partition_log.log_end_offset:
                 return 2**31
-            end = (
-                partition_log.last_stable_offset
-                if request.body.isolation_level == READ_COMMITTED
-                else partition_log.high_watermark
-            )
+            if not broker.replicas.leads(name, index):
+                return 2**31  # leadership moved while parked: answer NOT_LEADER_OR_FOLLOWER now
+            if follower:
+                end = partition_log.log_end_offset
+            elif request.body.isolation_level == READ_COMMITTED:
+                end = partition_log.last_stable_offset
+            else:
+                end = partition_log.high_watermark
             if start < end:
                 total += _bytes_between(partition_log, start, end, starts)
     return total
@@ -221,11 +268,12 @@ async def _park(
         async with trio.open_nursery() as nursery:
             if request.watch_disconnect is not None:
                 nursery.start_soon(request.watch_disconnect)
+            follower = replica_id(request) >= 0
             while _visible_bytes(broker, request, wanted, starts) < request.body.min_bytes:
                 data_arrived = trio.Event()
-                broker.replicas.watch(watched, data_arrived)
+                broker.replicas.watch(watched, data_arrived, replica=follower)
                 try:
                     await data_arrived.wait()
                 finally:
-                    broker.replicas.unwatch(watched, data_arrived)
+                    broker.replicas.unwatch(watched, data_arrived, replica=follower)
             nursery.cancel_scope.cancel()

@@ -1,4 +1,10 @@
-"""ListOffsets (2): earliest (-2), latest (-1; the LSO under read_committed), max timestamp (-3) and by timestamp."""
+"""ListOffsets (2): earliest (-2), latest (-1; the LSO under read_committed), max timestamp (-3) and by timestamp.
+
+Leader epochs (v4+, KIP-320), as Kafka's Partition.fetchOffsetForTimestamp: the request's current_leader_epoch is
+checked first (``ReplicaManager.check_leader_epoch``: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); the answer's
+leader_epoch is the partition's current epoch for latest, the first cached epoch for earliest when it starts at or
+before the log start offset, else the epoch of the leader that appended the offset found (-1 when unknown).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ UNKNOWN = -1
 PARTITIONS_PER_CHECKPOINT = 256
 
 
-def _lookup(broker: Broker, name: str, index: int, timestamp: int, isolation: int) -> dict:
+def _lookup(broker: Broker, name: str, index: int, timestamp: int, isolation: int, current_leader_epoch: int) -> dict:
     entry = {
         "partition_index": index,
         "error_code": ErrorCode.NONE,
@@ -35,23 +41,37 @@ def _lookup(broker: Broker, name: str, index: int, timestamp: int, isolation: in
     partition_log = broker.replicas.get_log(name, index) if topic is not None else None
     if partition_log is None:
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    elif timestamp == EARLIEST_TIMESTAMP:
+        return entry
+    if not broker.replicas.leads(name, index):
+        entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return entry
+    entry["error_code"] = broker.replicas.check_leader_epoch(name, index, current_leader_epoch)
+    if entry["error_code"] != ErrorCode.NONE:
+        return entry
+    epochs = partition_log.leader_epoch_cache
+    if timestamp == EARLIEST_TIMESTAMP:
         entry["offset"] = partition_log.log_start_offset
+        earliest = epochs.earliest
+        if earliest is not None and earliest.start_offset <= partition_log.log_start_offset:
+            entry["leader_epoch"] = earliest.epoch
     elif timestamp == LATEST_TIMESTAMP:
         if isolation == READ_COMMITTED:
             entry["offset"] = ReplicaManager.last_stable_offset(partition_log)
         else:
             entry["offset"] = partition_log.high_watermark
+        entry["leader_epoch"] = broker.replicas.leader_epoch(name, index)
     elif timestamp == MAX_TIMESTAMP:
         found = partition_log.max_timestamp_offset()
         if found is not None:
             entry["offset"], entry["timestamp"] = found
+            entry["leader_epoch"] = epochs.epoch_for_offset(entry["offset"])
     elif timestamp < 0:
         entry["error_code"] = ErrorCode.INVALID_REQUEST
     else:
         found = partition_log.offset_for_timestamp(timestamp)
         if found is not None and found[0] < partition_log.high_watermark:
             entry["offset"], entry["timestamp"] = found
+            entry["leader_epoch"] = epochs.epoch_for_offset(entry["offset"])
     return entry
 
 
@@ -71,7 +91,11 @@ async def handle(broker: Broker, request: Request) -> dict:
             looked_up += 1
             if looked_up % PARTITIONS_PER_CHECKPOINT == 0:
                 await trio.lowlevel.checkpoint()
-            partitions.append(_lookup(broker, topic.name, p.partition_index, p.timestamp, body.isolation_level))
+            partitions.append(
+                _lookup(
+                    broker, topic.name, p.partition_index, p.timestamp, body.isolation_level, p.current_leader_epoch
+                )
+            )
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 

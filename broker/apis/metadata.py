@@ -15,11 +15,12 @@ from oncelog.protocol import ErrorCode
 if TYPE_CHECKING:
     from oncelog.broker.services import Broker
 
-NO_LEADER_EPOCH = -1
 #: Topics answered between two checkpoints, so a request naming many does not hold the event loop.
 TOPICS_PER_CHECKPOINT = 256
 #: Kafka's MetadataResponse.NO_LEADER_ID.
 NO_LEADER_ID = -1
+#: The leader epoch of a partition that does not exist yet (its creation is under way).
+NO_LEADER_EPOCH = -1
 
 
 def topic_entry(broker: Broker, topic: TopicInfo) -> dict:

@@ -1,5 +1,7 @@
 """Produce (0): append each partition's batches, then answer once the data is durable (acks=1/-1; at once for
-partitions in page-cache mode, see ``broker.flusher``) or not at all (acks=0).
+partitions in page-cache mode, see ``broker.flusher``) or not at all (acks=0). On a partition led with followers,
+acks=all is answered once the high watermark passes the batches (``ReplicaManager.wait_replicated``), or
+REQUEST_TIMED_OUT after the request's timeout; a partition this node does not lead answers NOT_LEADER_OR_FOLLOWER.
 
 Versions 0-2 are advertised (old librdkafka turns compression off unless the range includes v0) but every
 partition is answered UNSUPPORTED_VERSION, as Kafka 4.0 does: they predate record batch v2.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import trio
 from oncelog.broker.clock import now_ms
 from oncelog.broker.faults import fault_point
 from oncelog.broker.metadata import INTERNAL_TOPICS
@@ -28,8 +31,6 @@ MIN_RECORD_BATCH_V2_VERSION = 3
 MIN_ZSTD_VERSION = 7
 ACKS_ALL = -1
 VALID_ACKS = (ACKS_ALL, 0, 1)
-#: This node is every partition's only replica, so its in-sync replica set always has one member.
-IN_SYNC_REPLICAS = 1
 NO_TIMESTAMP = -1
 
 
@@ -52,10 +53,11 @@ def _isr_shortfall(broker: Broker, topic: str, partition: int) -> str | None:
     """Why an acks=all append must be refused with NOT_ENOUGH_REPLICAS (min.insync.replicas above the in-sync
     replica count, as Kafka's Partition.appendRecordsToLeader checks), or None."""
     partition_log = broker.logs.get(topic, partition)
-    if partition_log is None or partition_log.config.min_insync_replicas <= IN_SYNC_REPLICAS:
+    in_sync = broker.replicas.isr_size(topic, partition)
+    if partition_log is None or partition_log.config.min_insync_replicas <= in_sync:
         return None
     return (
-        f"The size of the current ISR {IN_SYNC_REPLICAS} is insufficient to satisfy the min.isr requirement of "
+        f"The size of the current ISR {in_sync} is insufficient to satisfy the min.isr requirement of "
         f"{partition_log.config.min_insync_replicas} for partition {topic}-{partition}"
     )
 
@@ -98,6 +100,8 @@ def _append_all(broker: Broker, request: Request) -> list[tuple[str, list[tuple[
                 outcome = PartitionAppend(reject)
             elif topic is None or not 0 <= index < topic.partitions:
                 outcome = PartitionAppend(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif not broker.replicas.leads(name, index):
+                outcome = PartitionAppend(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             elif name in INTERNAL_TOPICS:
                 outcome = PartitionAppend(
                     ErrorCode.INVALID_TOPIC_EXCEPTION, message=f"Cannot append to internal topic {name}"
@@ -131,6 +135,7 @@ def _response(outcomes: list[tuple[str, list[tuple[int, PartitionAppend]]]]) -> 
 
 
 async def handle(broker: Broker, request: Request) -> dict | Deferred | None:
+    deadline = trio.current_time() + max(request.body.timeout_ms, 0) / 1000
     outcomes = _append_all(broker, request)
     if request.body.acks == 0:
         return None
@@ -151,7 +156,13 @@ async def handle(broker: Broker, request: Request) -> dict | Deferred | None:
         if outcome.result is not None
         and (waiter := broker.replicas.request_durable(name, index, outcome.result.last_offset + 1)) is not None
     ]
-    if not waits:
+    # acks=all on a partition with followers: the high watermark must pass the batches.
+    replicated = [
+        (name, index, outcome)
+        for name, index, outcome in pending
+        if request.body.acks == ACKS_ALL and broker.replicas.replicated(name, index)
+    ]
+    if not waits and not replicated:
         return _response(outcomes)
 
     async def complete() -> dict:
@@ -160,9 +171,19 @@ async def handle(broker: Broker, request: Request) -> dict | Deferred | None:
             if error != ErrorCode.NONE:
                 outcome.error, outcome.result = error, None
         fault_point("produce.after_fsync")
+        for name, index, outcome in replicated:
+            if outcome.error == ErrorCode.NONE and outcome.result is not None:
+                end = outcome.result.last_offset + 1
+                error = await broker.replicas.wait_replicated(name, index, end, deadline)
+                if error != ErrorCode.NONE:
+                    outcome.error, outcome.result = error, None
         return _response(outcomes)
 
     def ready() -> bool:
-        return all(waiter.done.is_set() for _outcome, waiter in waits)
+        return all(waiter.done.is_set() for _outcome, waiter in waits) and all(
+            outcome.result is None
+            or broker.replicas.replication_outcome(name, index, outcome.result.last_offset + 1) is not None
+            for name, index, outcome in replicated
+        )
 
     return Deferred(complete, ready)

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import structlog
 import trio
+from oncelog.broker.clock import now_ms
 from oncelog.broker.controller.partition_change import PartitionState
 from oncelog.broker.etcd.image import MetadataFollower, MetadataImage
 from oncelog.broker.etcd.layout import TopicRecord
@@ -37,7 +38,7 @@ class LocalTopics(Protocol):
 
 
 class LocalReplicas(Protocol):
-    def apply_partition_state(self, topic: str, partition: int, state: PartitionState) -> None: ...
+    def apply_partition_state(self, topic: str, partition: int, state: PartitionState, *, now_ms: int) -> object: ...
 
 
 class LocalFollower:
@@ -87,8 +88,13 @@ class LocalFollower:
         held = image.replicas_on(self._node_id)
         for record in image.topics.values():
             await self._topics.mirror(_topic_info(record), sorted(p for (t, p) in held if t == record.name))
-        for (topic, partition), state in held.items():
-            self._replicas.apply_partition_state(topic, partition, state)
+        now = now_ms()
+        # Leaderships first: a follower told to fetch from this broker finds it leading.
+        for (topic, partition), state in sorted(held.items(), key=lambda item: item[1].leader != self._node_id):
+            try:
+                self._replicas.apply_partition_state(topic, partition, state, now_ms=now)
+            except LookupError:
+                log.error("replica_without_log", topic=topic, partition=partition)
         self.applied = image
         if self._on_applied is not None:
             await self._on_applied(image)

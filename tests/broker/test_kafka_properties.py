@@ -74,20 +74,20 @@ def test_kafka_properties_not_used_are_listed_with_their_reason() -> None:
         num_io_threads="8",
         num_network_threads="3",
         process_roles="broker,controller",
-        replica_fetch_min_bytes="1",
+        num_replica_fetchers="1",
         zookeeper_connect="localhost:2181",
     )
     assert set(c.not_used) == {
         "num.io.threads",
         "num.network.threads",
         "process.roles",
-        "replica.fetch.min.bytes",
+        "num.replica.fetchers",
         "zookeeper.connect",
     }
     summary = c.not_used_summary()
     assert "num.io.threads, num.network.threads (thread pools" in summary
     assert "process.roles (KRaft" in summary
-    assert "replica.fetch.min.bytes (replication" in summary and "not wired yet" in summary
+    assert "num.replica.fetchers (replication" in summary and "no throttles" in summary
     # Kafka's replication settings oncelog reads stay accepted (and applied).
     assert config(min_insync_replicas="2", default_replication_factor="1").get_int("min.insync.replicas") == 2
     assert config(offsets_topic_replication_factor="1").get_int("offsets.topic.replication.factor") == 1

@@ -32,6 +32,7 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.PRODUCE: (0, 9),
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
         ApiKey.CREATE_TOPICS: (0, 5),
         ApiKey.DELETE_TOPICS: (0, 4),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import crc32c
+from oncelog.protocol.records import ControlType, encode_control_batch
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 TRANSACTIONAL = 0x10
@@ -99,3 +100,26 @@ def control_batch(
     )
     struct.pack_into(">I", header, 17, crc32c.crc32c(bytes(header[21:]) + records))
     return bytes(header) + records
+
+
+def producer_data(pid: int, seq: int, count: int = 2, *, epoch: int = 0, txn: bool = True, size: int = 20) -> bytes:
+    """A batch of ``count`` records from producer ``pid`` (epoch ``epoch``) starting at sequence ``seq``."""
+    return make_batch(
+        count,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        attributes=TRANSACTIONAL if txn else 0,
+        value_size=size,
+    )
+
+
+def txn_marker(pid: int, epoch: int = 0, *, commit: bool, coordinator_epoch: int = 0) -> bytes:
+    """The COMMIT or ABORT marker of producer ``pid``'s transaction, as the coordinator writes it."""
+    return encode_control_batch(
+        ControlType.COMMIT if commit else ControlType.ABORT,
+        producer_id=pid,
+        producer_epoch=epoch,
+        coordinator_epoch=coordinator_epoch,
+        timestamp_ms=1000,
+    )

@@ -6,7 +6,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from oncelog.storage.errors import StorageError
 from oncelog.storage.leader_epoch import (
@@ -81,6 +81,7 @@ def test_a_malformed_checkpoint_is_a_storage_error(path: Path, text: str) -> Non
         LeaderEpochCache(path)
 
 
+@settings(deadline=None)  # every assign fsyncs a file: slow under load, not wrong
 @given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 1000)), max_size=30))
 def test_entries_are_always_strictly_increasing(tmp_path_factory: pytest.TempPathFactory, assigns: list) -> None:
     cache = LeaderEpochCache(tmp_path_factory.mktemp("epochs") / LEADER_EPOCH_CHECKPOINT)

@@ -15,6 +15,7 @@ from oncelog.storage import cleaner, cleaner_process
 from oncelog.storage.append_origin import AppendOrigin
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import InvalidRecordError, StorageError
+from oncelog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from oncelog.storage.log import PartitionLog
 from support.killed_log import crash
 
@@ -67,7 +68,11 @@ def expected_after(
 
 
 def files(log: PartitionLog) -> set[str]:
-    return {p.name for p in log.directory.iterdir() if not p.name.endswith(".snapshot")}
+    return {
+        p.name
+        for p in log.directory.iterdir()
+        if not p.name.endswith(".snapshot") and p.name != LEADER_EPOCH_CHECKPOINT
+    }
 
 
 def segment_files(log: PartitionLog) -> set[str]:

@@ -47,16 +47,18 @@ def test_dir_name_split_on_last_dash() -> None:
 
 def test_append_assigns_offsets_and_rewrites_header(tmp_path: Path) -> None:
     log = open_log(tmp_path)
-    batch = make_batch(3, base_offset=77)
+    batch = bytearray(make_batch(3, base_offset=77))
+    batch[12:16] = b"\xff" * 4  # producers send partitionLeaderEpoch -1
     r1 = log.append(batch, now_ms=0)
-    r2 = log.append(make_batch(2) + make_batch(4), now_ms=0)
+    r2 = log.append(make_batch(2) + make_batch(4), now_ms=0, leader_epoch=7)
     assert (r1.first_offset, r1.last_offset, r1.duplicate) == (0, 2, False)
     assert (r2.first_offset, r2.last_offset) == (3, 8)
     assert log.log_end_offset == 9
     data = log.read(0, 1 << 20)
     assert offsets_of(data) == [(0, 2), (3, 4), (5, 8)]
+    assert [h.partition_leader_epoch for _, h in iter_headers(data, check_crc=True)] == [0, 7, 7]
+    assert log.leader_epoch_cache.entries == [(0, 0), (7, 3)]  # where each leader's appends began
     first = parse_header(data)
-    assert first.partition_leader_epoch == -1
     # Everything but base offset and leader epoch is the producer's bytes.
     assert data[17 : first.size] == batch[17:]
     assert log.read(9, 100) == b""

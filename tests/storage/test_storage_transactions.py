@@ -10,8 +10,9 @@ from pathlib import Path
 
 import crc32c
 import pytest
-from batches import TRANSACTIONAL, make_batch
-from oncelog.protocol.records import ControlType, encode_control_batch
+from batches import make_batch
+from batches import producer_data as data
+from batches import txn_marker as marker
 from oncelog.protocol.records.codec import Record, encode_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
@@ -29,27 +30,6 @@ from support.killed_log import crash
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=120)
 COORD = AppendOrigin.COORDINATOR
-
-
-def data(pid: int, seq: int, count: int = 2, *, epoch: int = 0, txn: bool = True, size: int = 20) -> bytes:
-    return make_batch(
-        count,
-        producer_id=pid,
-        producer_epoch=epoch,
-        base_sequence=seq,
-        attributes=TRANSACTIONAL if txn else 0,
-        value_size=size,
-    )
-
-
-def marker(pid: int, epoch: int = 0, *, commit: bool, coordinator_epoch: int = 0) -> bytes:
-    return encode_control_batch(
-        ControlType.COMMIT if commit else ControlType.ABORT,
-        producer_id=pid,
-        producer_epoch=epoch,
-        coordinator_epoch=coordinator_epoch,
-        timestamp_ms=1000,
-    )
 
 
 class Producers:

@@ -1,0 +1,403 @@
+"""Follower side of replication: one fetcher task per leader broker, fetching every partition this broker follows
+from that leader in one Fetch request at a time (Kafka's ReplicaFetcherThread, with ``num.replica.fetchers`` = 1).
+
+Per partition, Kafka's states: *truncating* first (a new leader: ask it with OffsetForLeaderEpoch where this log's
+latest epoch ends and cut the divergent tail, KIP-101/279 via ``truncation.truncation_point``; a leader that does not
+serve OffsetForLeaderEpoch, or a log without epochs, is cut at its high watermark), then *fetching*: append what the
+leader sends keeping its offsets and epochs, take the leader's high watermark (capped by our log end) and log start
+offset (records it deleted go here too), and, in fsync
+mode, fetch again only once what was appended is durable (so the offset a follower reports, which moves the
+leader's high watermark and answers acks=all, is fsynced here too). A partition whose fetch fails is retried after
+``replica.fetch.backoff.ms``; a connection that fails is reopened after it. A partition moved to another leader (or
+given up) while a response for it was on its way is not touched by that response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+import structlog
+import trio
+from oncelog.broker.flusher import SyncWaiter
+from oncelog.broker.listeners import Endpoint
+from oncelog.client.connection import BrokerConnection
+from oncelog.client.errors import KafkaError
+from oncelog.protocol import ApiKey, ErrorCode
+from oncelog.storage.leader_epoch import UNDEFINED_EPOCH, EpochEndOffset
+from oncelog.storage.log import PartitionLog
+
+from .truncation import truncation_point
+
+log = structlog.get_logger(__name__)
+
+#: Kafka's ``replica.fetch.max.bytes`` default: bytes asked per partition.
+REPLICA_FETCH_MAX_BYTES = 1_048_576
+#: Kafka's ``replica.fetch.response.max.bytes`` default: bytes asked per response.
+REPLICA_FETCH_RESPONSE_MAX_BYTES = 10_485_760
+#: Kafka's ``replica.fetch.wait.max.ms`` default: how long the leader may park a fetch with nothing new.
+REPLICA_FETCH_WAIT_MAX_MS = 500
+#: Kafka's ``replica.fetch.min.bytes`` default.
+REPLICA_FETCH_MIN_BYTES = 1
+#: Kafka's ``replica.fetch.backoff.ms`` default: the pause after a failed fetch or connection.
+REPLICA_FETCH_BACKOFF_MS = 1_000
+#: The Fetch version followers send: the newest that still names topics (13+ name them by id) and has ReplicaId.
+FETCH_VERSION = 12
+#: The OffsetForLeaderEpoch versions a follower can send (v3+ carry the ReplicaId).
+OFFSET_FOR_LEADER_EPOCH_VERSIONS = (3, 4)
+#: The shortest pause of a fetcher with nothing to fetch (so an unfinished truncation cannot spin).
+MIN_IDLE_S = 0.01
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    max_bytes: int = REPLICA_FETCH_MAX_BYTES
+    response_max_bytes: int = REPLICA_FETCH_RESPONSE_MAX_BYTES
+    wait_max_ms: int = REPLICA_FETCH_WAIT_MAX_MS
+    min_bytes: int = REPLICA_FETCH_MIN_BYTES
+    backoff_ms: int = REPLICA_FETCH_BACKOFF_MS
+
+
+class FollowerLogs(Protocol):
+    """What a fetcher needs of the local partitions (``ReplicaManager`` provides it)."""
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+
+    def append_as_follower(self, topic: str, partition: int, records: bytes | memoryview, now_ms: int) -> Any: ...
+
+    def follower_high_watermark(self, topic: str, partition: int, leader_high_watermark: int) -> None: ...
+
+    def truncate_follower(self, topic: str, partition: int, offset: int) -> None: ...
+
+    def restart_follower_at(self, topic: str, partition: int, offset: int) -> None: ...
+
+    def follower_log_start_offset(self, topic: str, partition: int, leader_log_start_offset: int) -> None: ...
+
+    def request_durable(self, topic: str, partition: int, end_offset: int) -> SyncWaiter | None: ...
+
+    async def wait_requested(self, waiter: SyncWaiter | None) -> ErrorCode: ...
+
+
+@dataclass(eq=False)
+class FollowedPartition:
+    """One partition fetched from a leader, under the leader epoch it was handed over with."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    truncating: bool = True
+    #: trio time before which the partition is not fetched (after an error).
+    delayed_until: float = 0.0
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from one leader broker; ``run`` until cancelled."""
+
+    def __init__(
+        self,
+        leader: int,
+        *,
+        node_id: int,
+        endpoint_of: Callable[[int], Endpoint | None],
+        local: FollowerLogs,
+        settings: FetcherSettings,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.leader = leader
+        self._node_id = node_id
+        self._endpoint_of = endpoint_of
+        self._local = local
+        self._settings = settings
+        self._clock_ms = clock_ms
+        self.partitions: dict[tuple[str, int], FollowedPartition] = {}
+        self._changed = trio.Event()
+        #: Fetch responses handled (tests and logs use it to see progress).
+        self.rounds = 0
+
+    def add(self, topic: str, partition: int, leader_epoch: int) -> None:
+        self.partitions[(topic, partition)] = FollowedPartition(topic, partition, leader_epoch)
+        self._changed.set()
+
+    def remove(self, topic: str, partition: int) -> None:
+        self.partitions.pop((topic, partition), None)
+        self._changed.set()
+
+    async def run(self) -> None:
+        backoff_s = self._settings.backoff_ms / 1000
+        while True:
+            while not self.partitions:
+                await self._changed.wait()
+                self._changed = trio.Event()
+            endpoint = self._endpoint_of(self.leader)
+            if endpoint is None:
+                log.info("replica_fetcher_no_endpoint", leader=self.leader)
+                await trio.sleep(backoff_s)
+                continue
+            failure: BaseException | None = None
+            try:
+                async with anyio.create_task_group() as connection_tasks:
+                    connection = BrokerConnection(
+                        endpoint.host,
+                        endpoint.port,
+                        node_id=self.leader,
+                        client_id=f"broker-{self._node_id}-fetcher-{self.leader}",
+                        max_in_flight=1,
+                    )
+                    await connection.open(connection_tasks)
+                    try:
+                        await self._fetch_loop(connection)
+                    finally:
+                        await connection.aclose()
+            except* (KafkaError, OSError) as group:  # the connection's task group wraps what it raises
+                failure = group.exceptions[0]
+            if failure is not None:
+                log.info("replica_fetcher_error", leader=self.leader, error=str(failure))
+                await trio.sleep(backoff_s)
+
+    async def _fetch_loop(self, connection: BrokerConnection) -> None:
+        while True:
+            if not self.partitions:
+                return
+            await self._truncate(connection)
+            now = trio.current_time()
+            ready = [p for p in self.partitions.values() if not p.truncating and p.delayed_until <= now]
+            if not ready:
+                # Every partition waits out an error (or its truncation asks again): sleep until the first is due.
+                until = min((p.delayed_until for p in self.partitions.values()), default=now)
+                with trio.move_on_at(max(until, now + MIN_IDLE_S)):
+                    await self._changed.wait()
+                self._changed = trio.Event()
+                continue
+            await self._fetch(connection, ready)
+
+    # Truncation ----------------------------------------------------------------------------------------------
+
+    async def _truncate(self, connection: BrokerConnection) -> None:
+        """Cut every partition still truncating, asking the leader where our epochs end when it can answer."""
+        pending = [p for p in self.partitions.values() if p.truncating and p.delayed_until <= trio.current_time()]
+        supported = connection.broker_versions.get(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+        for _round in range(64):  # each round resolves at least one epoch per partition (KIP-279)
+            if not pending:
+                return
+            asking = []
+            for followed in pending:
+                partition_log = self._local.get_log(followed.topic, followed.partition)
+                if partition_log is None:
+                    self.remove(followed.topic, followed.partition)
+                    continue
+                cache = partition_log.leader_epoch_cache
+                if supported is None or cache.latest_epoch == UNDEFINED_EPOCH:
+                    # Kafka's fallback for a leader or a log without epochs: cut at the high watermark.
+                    self._local.truncate_follower(followed.topic, followed.partition, partition_log.high_watermark)
+                    followed.truncating = False
+                else:
+                    asking.append((followed, partition_log, cache))
+            if not asking:
+                return
+            answers = await self._offsets_for_epochs(connection, supported, asking)
+            pending = []
+            for followed, partition_log, cache in asking:
+                if self.partitions.get((followed.topic, followed.partition)) is not followed:
+                    continue  # handed over again meanwhile
+                answer = answers.get((followed.topic, followed.partition))
+                if answer is None or answer[0] != ErrorCode.NONE:
+                    followed.delayed_until = trio.current_time() + self._settings.backoff_ms / 1000
+                    continue
+                cut = truncation_point(
+                    cache,
+                    log_end_offset=partition_log.log_end_offset,
+                    high_watermark=partition_log.high_watermark,
+                    leader_answer=answer[1],
+                )
+                self._local.truncate_follower(followed.topic, followed.partition, cut.offset)
+                if cut.complete:
+                    followed.truncating = False
+                else:
+                    pending.append(followed)
+
+    async def _offsets_for_epochs(
+        self, connection: BrokerConnection, supported: tuple[int, int], asking: list
+    ) -> dict[tuple[str, int], tuple[ErrorCode, EpochEndOffset]]:
+        version = min(supported[1], OFFSET_FOR_LEADER_EPOCH_VERSIONS[1])
+        if version < OFFSET_FOR_LEADER_EPOCH_VERSIONS[0]:
+            version = supported[1]
+        topics: dict[str, list[dict]] = {}
+        for followed, _log, cache in asking:
+            topics.setdefault(followed.topic, []).append(
+                {
+                    "partition": followed.partition,
+                    "current_leader_epoch": followed.leader_epoch,
+                    "leader_epoch": cache.latest_epoch,
+                }
+            )
+        body = {
+            "replica_id": self._node_id,
+            "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in topics.items()],
+        }
+        response = await connection.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body, version=version)
+        answers = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                answers[(topic.topic, p.partition)] = (
+                    ErrorCode(p.error_code),
+                    EpochEndOffset(p.leader_epoch, p.end_offset),
+                )
+        return answers
+
+    # Fetching ------------------------------------------------------------------------------------------------
+
+    async def _fetch(self, connection: BrokerConnection, ready: list[FollowedPartition]) -> None:
+        topics: dict[str, list[dict]] = {}
+        for followed in ready:
+            partition_log = self._local.get_log(followed.topic, followed.partition)
+            if partition_log is None:
+                self.remove(followed.topic, followed.partition)
+                continue
+            topics.setdefault(followed.topic, []).append(
+                {
+                    "partition": followed.partition,
+                    "current_leader_epoch": followed.leader_epoch,
+                    "fetch_offset": partition_log.log_end_offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": partition_log.log_start_offset,
+                    "partition_max_bytes": self._settings.max_bytes,
+                }
+            )
+        if not topics:
+            return
+        body = {
+            "replica_id": self._node_id,
+            "max_wait_ms": self._settings.wait_max_ms,
+            "min_bytes": self._settings.min_bytes,
+            "max_bytes": self._settings.response_max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        version = min(FETCH_VERSION, connection.broker_versions.get(ApiKey.FETCH, (0, FETCH_VERSION))[1])
+        response = await connection.request(
+            ApiKey.FETCH, body, version=version, timeout_ms=connection.request_timeout_ms + self._settings.wait_max_ms
+        )
+        self.rounds += 1
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(f"fetch from broker {self.leader} failed", ErrorCode(response.error_code))
+        by_tp = {(f.topic, f.partition): f for f in ready}
+        waits: list[SyncWaiter] = []
+        now_ms = self._clock_ms()
+        for topic in response.responses:
+            for answer in topic.partitions:
+                tp = (topic.topic, answer.partition_index)
+                followed = by_tp.get(tp)
+                if followed is None or self.partitions.get(tp) is not followed or followed.truncating:
+                    continue  # not asked, or handed over while the answer was on its way
+                waiter = self._handle(followed, answer, now_ms)
+                if waiter is not None:
+                    waits.append(waiter)
+        for waiter in waits:
+            await self._local.wait_requested(waiter)
+
+    def _handle(self, followed: FollowedPartition, answer: Any, now_ms: int) -> SyncWaiter | None:
+        topic, partition = followed.topic, followed.partition
+        error = ErrorCode(answer.error_code)
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            partition_log = self._local.get_log(topic, partition)
+            log.info("replica_fetch_out_of_range", topic=topic, partition=partition, leader=self.leader)
+            if partition_log is not None and answer.log_start_offset > partition_log.log_end_offset:
+                # The leader's log starts above ours ends (retention, DeleteRecords): start over from there.
+                self._local.restart_follower_at(topic, partition, answer.log_start_offset)
+            else:
+                followed.truncating = True  # our end is beyond the leader's: find where the logs diverge again
+            return None
+        if error != ErrorCode.NONE:
+            log.info("replica_fetch_error", topic=topic, partition=partition, leader=self.leader, error=error.name)
+            followed.delayed_until = trio.current_time() + self._settings.backoff_ms / 1000
+            return None
+        records = answer.records
+        if records:
+            appended = self._local.append_as_follower(topic, partition, records, now_ms)
+            if appended.error != ErrorCode.NONE:
+                followed.delayed_until = trio.current_time() + self._settings.backoff_ms / 1000
+                return None
+        self._local.follower_high_watermark(topic, partition, answer.high_watermark)
+        self._local.follower_log_start_offset(topic, partition, answer.log_start_offset)
+        partition_log = self._local.get_log(topic, partition)
+        if not records or partition_log is None:
+            return None
+        return self._local.request_durable(topic, partition, partition_log.log_end_offset)
+
+
+class ReplicaFetcherManager:
+    """The fetchers of this broker, one per leader it follows partitions of; implements ``FollowerFetchers``.
+    ``run`` in the node's nursery; fetchers start and stop as partitions are followed and given up."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        endpoint_of: Callable[[int], Endpoint | None],
+        local: FollowerLogs,
+        settings: FetcherSettings,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self._node_id = node_id
+        self._endpoint_of = endpoint_of
+        self._local = local
+        self._settings = settings
+        self._clock_ms = clock_ms
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
+        self._leader_of: dict[tuple[str, int], int] = {}
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for fetcher in self.fetchers.values():
+                self._start(fetcher)
+            task_status.started()
+            await trio.sleep_forever()
+
+    def follow(self, topic: str, partition: int, leader: int, leader_epoch: int) -> None:
+        self.unfollow(topic, partition)
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self.fetchers[leader] = ReplicaFetcher(
+                leader,
+                node_id=self._node_id,
+                endpoint_of=self._endpoint_of,
+                local=self._local,
+                settings=self._settings,
+                clock_ms=self._clock_ms,
+            )
+            if self._nursery is not None:
+                self._start(fetcher)
+        fetcher.add(topic, partition, leader_epoch)
+        self._leader_of[(topic, partition)] = leader
+
+    def unfollow(self, topic: str, partition: int) -> None:
+        leader = self._leader_of.pop((topic, partition), None)
+        fetcher = self.fetchers.get(leader) if leader is not None else None
+        if fetcher is None:
+            return
+        fetcher.remove(topic, partition)
+        if not fetcher.partitions:
+            del self.fetchers[fetcher.leader]
+            scope = self._scopes.pop(fetcher.leader, None)
+            if scope is not None:
+                scope.cancel()
+
+    def _start(self, fetcher: ReplicaFetcher) -> None:
+        assert self._nursery is not None
+        scope = trio.CancelScope()
+        self._scopes[fetcher.leader] = scope
+
+        async def fetch() -> None:
+            with scope:
+                await fetcher.run()
+
+        self._nursery.start_soon(fetch)

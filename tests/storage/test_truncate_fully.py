@@ -1,0 +1,38 @@
+"""PartitionLog.truncate_fully_and_start_at: a follower whose log ends below its leader's log start empties its log
+and goes on from there, across a restart too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from batches import make_batch, producer_data
+from oncelog.storage.config import LogConfig
+from oncelog.storage.log import PartitionLog
+
+CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=200)
+
+
+def test_the_log_starts_over_at_the_offset(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(directory, CONFIG)
+    for i in range(6):
+        log.append(make_batch(2, value_size=40), now_ms=i, leader_epoch=3)
+    log.append(producer_data(7, 0, txn=False), now_ms=10, leader_epoch=3)
+    log.flush()
+    log.producer_state.take_snapshot(log.log_end_offset)
+    assert log.leader_epoch_cache.latest_epoch == 3
+
+    log.truncate_fully_and_start_at(40)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark, log.recovery_point) == (40, 40, 40, 40)
+    assert log.leader_epoch_cache.entries == []
+    assert log.producer_state.producers == {}
+    assert log.producer_state.snapshot_offsets() == []
+    assert [s.base_offset for s in log.segments] == [40]
+    log.append_as_follower(make_batch(2, base_offset=40), now_ms=20)
+    assert log.log_end_offset == 42
+    log.close()
+
+    reopened = PartitionLog.open(directory, CONFIG)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (40, 42)
+    assert reopened.producer_state.producers == {}
+    reopened.close()
