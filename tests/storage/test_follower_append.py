@@ -313,3 +313,23 @@ def test_a_new_leader_records_its_epoch_at_the_log_end_once(leader: PartitionLog
     leader.append(make_batch(1), now_ms=0, leader_epoch=2)
     assert leader.leader_epoch_cache.entries == [(0, 0), (2, 3)]
     assert leader.leader_epoch_cache.end_offset_for(0, leader.log_end_offset) == (0, 3)
+
+
+def test_after_a_crash_the_followers_producer_state_and_epochs_are_recovered_from_its_batches(
+    leader: PartitionLog, follower: PartitionLog
+) -> None:
+    leader.append(producer_data(1, 0, 2), now_ms=0)  # 0-1
+    leader.append(producer_data(2, 0, 2), now_ms=0, leader_epoch=1)  # 2-3
+    leader.append(txn_marker(1, commit=False), now_ms=0, origin=COORD, leader_epoch=1)  # 4: pid 1 aborted
+    leader.append(producer_data(3, 0, 1, txn=False), now_ms=0, leader_epoch=1)  # 5
+    follower.append_as_follower(everything(leader), now_ms=0)
+    follower.flush()  # the data is durable, not the snapshot or the cache's later changes
+    crash(follower)
+    (follower.directory / LEADER_EPOCH_CHECKPOINT).unlink()
+    again = open_log(follower.directory, recovery_point=0)  # every batch scanned again
+    again.update_high_watermark(again.log_end_offset)
+    assert again.log_end_offset == 6
+    assert again.leader_epoch_cache.entries == [(0, 0), (1, 2)]
+    assert again.last_stable_offset == 2  # pid 2's transaction is open
+    assert again.collect_aborted_transactions(0, 6) == [(1, 0)]
+    assert again.append(producer_data(3, 0, 1, txn=False), now_ms=0).duplicate
