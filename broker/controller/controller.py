@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import structlog
 import trio
-from oncelog.broker.etcd.client import Compare, CompareTarget, EtcdClient, GuardFailed, KeyValue
+from oncelog.broker.etcd.client import Compare, CompareTarget, EtcdClient, EtcdError, GuardFailed, KeyValue
 from oncelog.broker.etcd.election import Controller, ControllerElection
 from oncelog.broker.etcd.image import MetadataFollower, MetadataImage
 from oncelog.broker.etcd.layout import Layout
@@ -34,6 +34,8 @@ AUTO_LEADER_REBALANCE_ENABLE = True
 LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS = 300
 LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10
 UNCLEAN_LEADER_ELECTION_ENABLE = False
+#: Wait before campaigning again after etcd could not be reached.
+ETCD_RETRY_S = 0.5
 #: How many partition writes the controller keeps in flight at once (each is one etcd round trip and fsync).
 CONCURRENT_WRITES = 32
 
@@ -70,15 +72,24 @@ class ClusterController:
         self.epoch: int | None = None
 
     async def run(self) -> None:
-        """Campaign, control while elected, campaign again when deposed; until cancelled."""
+        """Campaign, control while elected, campaign again when deposed or when etcd could not be reached (etcd
+        unavailable is not a lost session: that is ``SessionLost``, raised); until cancelled."""
         while True:
-            elected = await self._election.campaign()
+            try:
+                elected = await self._election.campaign()
+            except EtcdError as exc:
+                log.warning("campaign interrupted; retrying", error=str(exc))
+                await trio.sleep(ETCD_RETRY_S)
+                continue
             self.epoch = elected.epoch
             log.info("elected cluster controller", epoch=elected.epoch)
             try:
                 await self._control(elected)
             except* GuardFailed:
                 log.warning("no longer the cluster controller", epoch=elected.epoch)
+            except* EtcdError as failed:
+                log.warning("controller lost etcd; campaigning again", error=str(failed.exceptions[0]))
+                await trio.sleep(ETCD_RETRY_S)
             finally:
                 self.epoch = None
 
