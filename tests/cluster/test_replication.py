@@ -1,0 +1,242 @@
+"""Replication on a three-broker cluster, driven by stock clients (confluent-kafka): no acknowledged record is lost
+or duplicated when a leader is SIGKILLed under acks=all idempotent production; the ISR shrinks and grows back in
+Metadata; min.insync.replicas refusals; a controlled shutdown shows clients only retriable errors; a former leader
+with a divergent tail truncates it when it rejoins; a broker whose data dir was wiped re-replicates."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+from support.cluster import Cluster
+
+#: Followers are dropped from the ISR after this long without catching up (Kafka's default is 30 s).
+LAG_TIME_MS = 3000
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    with Cluster(3, settings={"replica.lag.time.max.ms": LAG_TIME_MS}) as running:
+        yield running
+
+
+def create(cluster: Cluster, name: str, partitions: int = 1, **configs: str) -> dict[int, list[int]]:
+    admin = cluster.admin()
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=3, config=configs)
+    admin.create_topics([topic])[name].result(timeout=60)
+    metadata = cluster.wait_for(lambda md: name in md.topics, name)
+    return {p: list(pm.replicas) for p, pm in metadata.topics[name].partitions.items()}
+
+
+def leader_of(cluster: Cluster, topic: str, partition: int = 0) -> int:
+    return cluster.metadata().topics[topic].partitions[partition].leader
+
+
+def read_all(cluster: Cluster, topic: str, partitions: int, expected: int, timeout_s: float = 60) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.live_bootstrap(),
+            "group.id": f"check-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                    if len(at_end) == partitions and len(values) >= expected:
+                        break
+                continue
+            at_end.discard(message.partition())
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_a_leader_killed_under_acks_all_idempotent_production_loses_and_duplicates_nothing(cluster: Cluster) -> None:
+    create(cluster, "no-loss", partitions=3, **{"min.insync.replicas": "2"})
+    victim = leader_of(cluster, "no-loss", 0)
+    acknowledged: list[bytes] = []
+    failed: list[str] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 60000,
+        }
+    )
+
+    def delivered(error: KafkaError | None, message: object) -> None:
+        if error is None:
+            acknowledged.append(message.value())  # type: ignore[attr-defined]
+        else:
+            failed.append(error.str())
+
+    total = 6000
+    for i in range(total):
+        producer.produce("no-loss", f"v{i}".encode(), partition=i % 3, on_delivery=delivered)
+        if i % 200 == 0:
+            producer.poll(0)
+        if i == total // 3:
+            cluster.brokers[victim].kill()
+        if i % 500 == 0:
+            time.sleep(0.05)
+    assert producer.flush(90) == 0
+    assert failed == []
+    assert len(acknowledged) == total
+    values = read_all(cluster, "no-loss", 3, total)
+    counts = Counter(values)
+    assert [v for v, n in counts.items() if n > 1] == []  # no duplicate
+    assert set(acknowledged) <= set(counts)  # no acknowledged record lost
+    # The killed broker comes back as a follower, catches up and rejoins every ISR.
+    cluster.brokers[victim].start()
+    cluster.wait_for(
+        lambda md: all(victim in pm.isrs for pm in md.topics["no-loss"].partitions.values()),
+        f"broker {victim} back in every ISR",
+        timeout_s=60,
+    )
+
+
+def test_the_isr_shrinks_and_grows_back_and_min_insync_replicas_refuses(cluster: Cluster) -> None:
+    create(cluster, "isr", **{"min.insync.replicas": "3"})
+    leader = leader_of(cluster, "isr")
+    follower = next(b for b in cluster.brokers if b != leader)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 20000})
+    producer.produce("isr", b"all three")
+    assert producer.flush(30) == 0
+    os.kill(cluster.brokers[follower].pid, signal.SIGSTOP)
+    try:
+        cluster.wait_for(
+            lambda md: follower not in md.topics["isr"].partitions[0].isrs,
+            f"broker {follower} dropped from the ISR",
+            timeout_s=LAG_TIME_MS / 1000 + 20,
+            via=leader,
+        )
+        # NOT_ENOUGH_REPLICAS is retriable: a producer that does not retry shows the broker's answer itself.
+        once = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0})
+        errors: list[str] = []
+        once.produce("isr", b"two of three", on_delivery=lambda e, m: errors.append(e.name() if e else "none"))
+        once.flush(30)
+        assert errors == ["NOT_ENOUGH_REPLICAS"]
+    finally:
+        os.kill(cluster.brokers[follower].pid, signal.SIGCONT)
+    cluster.wait_for(
+        lambda md: follower in md.topics["isr"].partitions[0].isrs,
+        f"broker {follower} back in the ISR",
+        timeout_s=30,
+        via=leader,
+    )
+    producer.produce("isr", b"all three again")
+    assert producer.flush(30) == 0
+
+
+def test_a_controlled_shutdown_shows_clients_only_retriable_errors(cluster: Cluster) -> None:
+    create(cluster, "handover", partitions=3, **{"min.insync.replicas": "2"})
+    leaving = leader_of(cluster, "handover", 0)
+    failed: list[str] = []
+    acknowledged = 0
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 2})
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        nonlocal acknowledged
+        if error is None:
+            acknowledged += 1
+        else:
+            failed.append(error.str())
+
+    stopper = threading.Thread(target=cluster.brokers[leaving].stop)
+    total = 3000
+    for i in range(total):
+        producer.produce("handover", f"v{i}".encode(), partition=i % 3, on_delivery=delivered)
+        producer.poll(0)
+        if i == total // 3:
+            stopper.start()
+        if i % 100 == 0:
+            time.sleep(0.02)
+    assert producer.flush(60) == 0
+    stopper.join()
+    assert failed == [] and acknowledged == total
+    assert sorted(Counter(read_all(cluster, "handover", 3, total)).values()) == [1] * total
+
+
+def test_a_former_leader_truncates_its_divergent_tail_when_it_rejoins(cluster: Cluster) -> None:
+    create(cluster, "diverge")
+    old = leader_of(cluster, "diverge")
+    others = [b for b in cluster.brokers if b != old]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("diverge", f"shared-{i}".encode())
+    assert producer.flush(30) == 0
+    # The followers pause: the leader takes acks=1 writes they never see (its divergent tail) ...
+    for b in others:
+        os.kill(cluster.brokers[b].pid, signal.SIGSTOP)
+    # A fetch a follower had parked at the leader is answered (empty) within replica.fetch.wait.max.ms (500 ms):
+    # after that nothing more reaches the paused followers, not even into their sockets.
+    time.sleep(1.0)
+    tail = Producer({"bootstrap.servers": cluster.brokers[old].bootstrap, "acks": "1"})
+    for i in range(5):
+        tail.produce("diverge", f"divergent-{i}".encode())
+    assert tail.flush(10) == 0
+    # ... and dies before they do.
+    cluster.brokers[old].kill()
+    for b in others:
+        os.kill(cluster.brokers[b].pid, signal.SIGCONT)
+    cluster.wait_for(lambda md: md.topics["diverge"].partitions[0].leader in others, "a new leader", timeout_s=30)
+    producer = Producer({"bootstrap.servers": cluster.live_bootstrap(), "acks": "all"})
+    for i in range(3):
+        producer.produce("diverge", f"new-leader-{i}".encode())
+    assert producer.flush(30) == 0
+    cluster.brokers[old].start()
+    cluster.wait_for(lambda md: old in md.topics["diverge"].partitions[0].isrs, f"broker {old} in sync", timeout_s=60)
+    # Only the former leader remains: what it serves now is what the cluster acknowledged, without its old tail.
+    for b in others:
+        cluster.brokers[b].kill()
+    cluster.wait_for(lambda md: md.topics["diverge"].partitions[0].leader == old, f"broker {old} leads", timeout_s=30)
+    expected = [f"shared-{i}".encode() for i in range(10)] + [f"new-leader-{i}".encode() for i in range(3)]
+    assert read_all(cluster, "diverge", 1, len(expected)) == expected
+
+
+def test_a_wiped_broker_re_replicates_everything(cluster: Cluster) -> None:
+    create(cluster, "wiped", partitions=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(900):
+        producer.produce("wiped", f"v{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    wiped = 3
+    cluster.brokers[wiped].stop()
+    shutil.rmtree(cluster.brokers[wiped].data_dir)
+    cluster.brokers[wiped].data_dir.mkdir()
+    cluster.brokers[wiped].start()
+    cluster.wait_for(
+        lambda md: all(wiped in pm.isrs for pm in md.topics["wiped"].partitions.values()),
+        f"broker {wiped} re-replicated",
+        timeout_s=60,
+    )
+    # With the others gone, the wiped broker serves every record from its new copy.
+    for b in (1, 2):
+        cluster.brokers[b].kill()
+    cluster.wait_for(
+        lambda md: all(pm.leader == wiped for pm in md.topics["wiped"].partitions.values()), "broker 3 leads"
+    )
+    assert sorted(read_all(cluster, "wiped", 3, 900)) == sorted(f"v{i}".encode() for i in range(900))
