@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from oncelog.broker.cluster.member import ClusterMember
     from oncelog.broker.cluster.view import ClusterView
     from oncelog.broker.config import BrokerConfig
     from oncelog.broker.dynamic_config import DynamicBrokerConfigs
@@ -47,6 +48,8 @@ class Broker(Protocol):
     group_configs: GroupConfigs
     #: Brokers, controller and partition replication states (one node, or the etcd image on a cluster).
     cluster: ClusterView
+    #: This broker's membership of an etcd cluster; None on a single node.
+    member: ClusterMember | None
 
     def advertised_for(self, listener_name: str | None) -> Endpoint:
         """Where clients of the listener named ``listener_name`` (None: the first) are told to connect."""

@@ -308,13 +308,14 @@ class TopicManager:
                 log.info("internal_topic_created", topic=name, partitions=partitions)
         return topic
 
-    def alter_configs(
+    async def alter_configs(
         self, name: str, ops: Sequence[ConfigOp], *, incremental: bool, validate_only: bool = False
     ) -> TopicOutcome:
         """IncrementalAlterConfigs (``incremental``) or AlterConfigs (``ops`` are SETs replacing every override) of
-        topic ``name``. Unless ``validate_only``, a valid change is persisted (topics.json, atomic and fsynced) and
-        then applied to every partition log of the topic before this returns; a failed write changes nothing
-        (KAFKA_STORAGE_ERROR). Checks and errors are Kafka's, the topic's existence before its configs."""
+        topic ``name``. Unless ``validate_only``, a valid change is persisted (topics.json, atomic and fsynced; on a
+        cluster, the topic's record in etcd) and then applied to every partition log of the topic before this
+        returns; a failed write changes nothing (KAFKA_STORAGE_ERROR). Checks and errors are Kafka's, the topic's
+        existence before its configs."""
         if not name:
             return TopicOutcome(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         problem = topic_name_problem(name)
@@ -329,6 +330,8 @@ class TopicManager:
             return TopicOutcome(exc.code, exc.message)
         if validate_only or configs == topic.configs:
             return TopicOutcome(ErrorCode.NONE, topic=topic)
+        if self.cluster is not None:  # stored in etcd; every broker applies it through ``mirror``
+            return await self._in_cluster(name, self.cluster.set_configs(name, configs))
         try:
             self._broker.metadata.set_configs(name, configs)
         except OSError as exc:

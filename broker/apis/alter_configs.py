@@ -68,7 +68,7 @@ def _alter_group(
     return TopicOutcome(ErrorCode.NONE)
 
 
-def alter_resources(
+async def alter_resources(
     broker: Broker,
     resources: Sequence,
     ops_of: Callable[[object], list[ConfigOp]],
@@ -83,7 +83,7 @@ def alter_resources(
         if counts[(resource.resource_type, resource.resource_name)] > 1:
             outcome = TopicOutcome(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
         elif resource.resource_type == RESOURCE_TOPIC:
-            outcome = broker.topics.alter_configs(
+            outcome = await broker.topics.alter_configs(
                 resource.resource_name, ops_of(resource), incremental=incremental, validate_only=validate_only
             )
         elif resource.resource_type == RESOURCE_BROKER:
@@ -113,5 +113,7 @@ def _sets(resource) -> list[ConfigOp]:
 
 async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
-    responses = alter_resources(broker, body.resources, _sets, incremental=False, validate_only=body.validate_only)
+    responses = await alter_resources(
+        broker, body.resources, _sets, incremental=False, validate_only=body.validate_only
+    )
     return {"throttle_time_ms": 0, "responses": responses}

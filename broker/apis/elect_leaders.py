@@ -1,5 +1,7 @@
-"""ElectLeaders (43): this node leads every partition and is its only (so preferred) replica, so no election is ever
-needed. Answers as Kafka's controller (ReplicationControlManager.electLeaders):
+"""ElectLeaders (43). On a cluster the elections are made (``ClusterMember.elect_leaders``: preferred, or unclean for
+a partition without a leader); with ``topic_partitions`` null, every partition whose leader is not its preferred
+replica is elected. On a single node, which leads every partition and is its only (so preferred) replica, no
+election is ever needed. Answers as Kafka's controller (ReplicationControlManager.electLeaders):
 
 - a named partition that exists: ELECTION_NOT_NEEDED, for a preferred election (the leader is the preferred
   replica) and an unclean one (the partition has a leader) alike;
@@ -20,6 +22,7 @@ from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.elect_leaders import ELECTION_TYPE_PREFERRED, ELECTION_TYPE_UNCLEAN
 
 if TYPE_CHECKING:
+    from oncelog.broker.cluster.member import ClusterMember
     from oncelog.broker.services import Broker
 
 #: Kafka's Errors.ELECTION_NOT_NEEDED message, which ApiError gives when no message is set.
@@ -58,6 +61,8 @@ async def handle(broker: Broker, request: Request) -> dict:
         message = f"Unknown election type {body.election_type}"
         results = _every_partition_failed(body.topic_partitions, ErrorCode.INVALID_REQUEST, message)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "replica_election_results": results}
+    if broker.member is not None:
+        return await _elect_on_cluster(broker.member, body.topic_partitions, body.election_type)
     if body.topic_partitions is None:
         results = [{"topic": name, "partition_result": []} for name in sorted(broker.metadata.topics)]
     else:
@@ -65,4 +70,28 @@ async def handle(broker: Broker, request: Request) -> dict:
             {"topic": t.topic, "partition_result": [_partition_result(broker, t.topic, p) for p in t.partitions]}
             for t in body.topic_partitions
         ]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}
+
+
+async def _elect_on_cluster(member: ClusterMember, topic_partitions, election_type: int) -> dict:  # type: ignore[no-untyped-def]
+    unclean = election_type == ELECTION_TYPE_UNCLEAN
+    if topic_partitions is None:
+        wanted = [
+            tp
+            for tp, state in member.image.topic_partitions().items()
+            if (state.leader < 0 if unclean else state.leader != state.replicas[0])
+        ]
+    else:
+        wanted = [(t.topic, p) for t in topic_partitions for p in t.partitions]
+    outcomes = await member.elect_leaders(wanted, unclean=unclean)
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), refused in outcomes.items():
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_id": partition,
+                "error_code": refused.error if refused else ErrorCode.NONE,
+                "error_message": str(refused) if refused else None,
+            }
+        )
+    results = [{"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}

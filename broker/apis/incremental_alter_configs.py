@@ -18,5 +18,5 @@ def _ops(resource) -> list[ConfigOp]:
 
 async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
-    responses = alter_resources(broker, body.resources, _ops, incremental=True, validate_only=body.validate_only)
+    responses = await alter_resources(broker, body.resources, _ops, incremental=True, validate_only=body.validate_only)
     return {"throttle_time_ms": 0, "responses": responses}

@@ -16,11 +16,14 @@ from collections.abc import Callable
 import structlog
 import trio
 from oncelog.broker.controller.controller import ClusterController, controlled_shutdown
-from oncelog.broker.etcd.client import Compare, EtcdClient, EtcdError, Get, Put
+from oncelog.broker.controller.partition_change import NO_LEADER, PartitionState, elect_leader, elect_preferred
+from oncelog.broker.controller.refused import Refused
+from oncelog.broker.etcd.client import Compare, EtcdClient, EtcdError, Get, KeyValue, Put
 from oncelog.broker.etcd.image import MetadataFollower, MetadataImage
 from oncelog.broker.etcd.layout import BrokerRegistration, Layout
 from oncelog.broker.etcd.session import EtcdSession, SessionLost
 from oncelog.broker.etcd.topics import new_topic_id
+from oncelog.protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
@@ -121,6 +124,43 @@ class ClusterMember:
     def _led(self, image: MetadataImage | None = None) -> list[tuple[str, int]]:
         image = image or self.image
         return [tp for tp, state in image.topic_partitions().items() if state.leader == self.broker_id]
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]], *, unclean: bool
+    ) -> dict[tuple[str, int], Refused | None]:
+        """ElectLeaders: a preferred election (leadership to the first replica, if alive and in sync) or an unclean
+        one (a partition without a leader gets the first live replica); per partition None when done, else the
+        refusal with Kafka's code (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...). Each change is a
+        guarded write of the partition's key, as the controller's own."""
+        image = self.image
+        live = set(image.brokers)
+        results: dict[tuple[str, int], Refused | None] = {}
+        for topic, index in partitions:
+            record = image.topics.get(topic)
+            if record is None or not 0 <= index < record.partitions:
+                what = f"topic as {topic}" if record is None else f"partition as {topic}-{index}"
+                results[(topic, index)] = Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such {what}")
+                continue
+
+            def change(kv: KeyValue | None, topic: str = topic, index: int = index) -> bytes:
+                if kv is None:
+                    raise Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{index}")
+                state = PartitionState.from_json(kv.value)
+                if not unclean:
+                    return elect_preferred(state, live).to_json()
+                if state.leader != NO_LEADER:
+                    raise Refused(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+                elected = elect_leader(state, live, unclean=True)
+                if elected.leader == NO_LEADER:
+                    raise Refused(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"No live replica of {topic}-{index}")
+                return elected.to_json()
+
+            try:
+                await self.client.update(self.layout.partition(record.topic_id, index), change)
+                results[(topic, index)] = None
+            except Refused as refused:
+                results[(topic, index)] = refused
+        return results
 
     async def _cluster_id(self) -> str:
         """The cluster's id: read, or written by the first broker ever (create-if-absent, so all agree)."""

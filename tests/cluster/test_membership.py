@@ -11,8 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from support.cluster import Cluster
 
 
@@ -149,4 +156,43 @@ def test_cluster_and_topic_describe_show_replicas_isr_and_lost_brokers(cluster: 
     assert len(under) == 3
     assert all(
         "\toffline=3" in line and "isr=" in line and "3" not in line.split("isr=")[1].split("\t")[0] for line in under
+    )
+
+
+def test_topic_config_changes_reach_every_broker_and_stay(cluster: Cluster) -> None:
+    create(cluster, "configured", partitions=1, replication_factor=3)
+    admin = cluster.admin()
+    resource = ConfigResource(ResourceType.TOPIC, "configured")
+    resource.add_incremental_config(ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET))
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    time.sleep(1)  # later images (any change) must not put the old value back
+    create(cluster, "another", partitions=1, replication_factor=3)
+    for broker in cluster.brokers.values():
+        one = AdminClient({"bootstrap.servers": broker.bootstrap})
+        described = one.describe_configs([ConfigResource(ResourceType.TOPIC, "configured")])
+        configs = next(iter(described.values())).result(timeout=30)
+        assert configs["retention.ms"].value == "123456"
+
+
+def test_preferred_leader_election_moves_leadership_back(cluster: Cluster) -> None:
+    create(cluster, "preferred", partitions=3, replication_factor=3)
+    preferred = {p: pm.replicas[0] for p, pm in cluster.metadata().topics["preferred"].partitions.items()}
+    moved = preferred[0]
+    cluster.brokers[moved].stop()  # controlled shutdown: its leaderships go to other replicas
+    cluster.brokers[moved].start()
+    cluster.wait_for(
+        lambda md: all(moved in pm.isrs for pm in md.topics["preferred"].partitions.values()),
+        f"broker {moved} back in sync",
+        timeout_s=60,
+    )
+    assert cluster.metadata().topics["preferred"].partitions[0].leader != moved  # no rebalance yet (300 s)
+    admin = cluster.admin()
+    partitions = [TopicPartition("preferred", p) for p in range(3)]
+    results = admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
+    errors = {tp.partition: error for tp, error in results.items()}
+    assert errors[0] is None
+    assert all(e is None or e.code() == KafkaError.ELECTION_NOT_NEEDED for e in errors.values())
+    cluster.wait_for(
+        lambda md: {p: pm.leader for p, pm in md.topics["preferred"].partitions.items()} == preferred,
+        "every partition led by its preferred replica",
     )
