@@ -13,39 +13,17 @@ read back with ``describeConfigs``, and ``deleteTopicRecords`` followed by a con
 from __future__ import annotations
 
 import base64
-import json
-import shutil
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from support.confluent_io import consume_all, produce_all
 from support.dataset import Consumed, Delivered, SampleRecord, check_roundtrip, make_records
+from support.kafkajs import kafkajs
 from support.txn import TxnLog, check_consumed, check_delivered, round_robin
 
-DRIVER = Path(__file__).with_name("kafkajs") / "driver.js"
-DEADLINE_S = 90.0
 PARTITIONS = 3
-
-
-def kafkajs(bootstrap: str, command: str, **job: object) -> dict:
-    """Run one driver command against ``bootstrap``; its JSON result, or AssertionError with kafkajs's stderr."""
-    node = shutil.which("node")
-    assert node, "Node.js is not installed (dev.py test installs it)"
-    assert (DRIVER.parent / "node_modules" / "kafkajs").is_dir(), "kafkajs is not installed (dev.py test runs npm ci)"
-    proc = subprocess.run(
-        [node, str(DRIVER), command],
-        input=json.dumps({"brokers": [bootstrap], **job}).encode(),
-        capture_output=True,
-        timeout=DEADLINE_S,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise AssertionError(f"kafkajs {command} exited {proc.returncode}:\n{proc.stderr.decode()[-3000:]}")
-    return json.loads(proc.stdout)
 
 
 def _b64(data: bytes | None) -> str | None:
