@@ -28,6 +28,9 @@ GOALS: dict[str, tuple[str, float]] = {
     "P9_throughput_ratio_1000_vs_1": (">=", 0.8),
     "P9_pagecache_throughput_ratio": ("", 0.0),  # context: the same without an fsync per request
     "P9_idle_kb_per_partition": ("<=", 100.0),
+    "C1_rf3_vs_rf1_acks_all": (">=", 0.7),
+    "C2_failover_p50_s": ("<=", 3.0),
+    "C3_controlled_shutdown_pause_s": ("<=", 0.5),
 }
 
 

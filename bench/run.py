@@ -1,4 +1,5 @@
-"""oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster".
+"""oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster", and
+C1-C3 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown).
 
 Starts its own brokers (subprocesses on free 127.0.0.1 ports, temporary data dirs) and librdkafka's in-process mock
 cluster, and prints one table: every figure with its goal, met/MISS, and the peer or machine limit measured in the
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import (  # noqa: E402
+    cluster_bench,
     consume_bench,
     e2e_bench,
     log_write_bench,
@@ -44,7 +46,7 @@ from bench.report import Line, fmt, table, to_json  # noqa: E402
 from tests.support.broker import BrokerProcess  # noqa: E402
 from tests.support.mock_cluster import MockCluster  # noqa: E402
 
-BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9")
+BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "C1", "C2", "C3")
 MIB = 1 << 20
 
 
@@ -66,10 +68,28 @@ class Sizes:
     p9_records: int
     rounds: int  # alternating rounds of P1, P3 and P9 (medians are reported)
     p9_partitions: int = 1000
+    c1_records: int = 200_000  # per round, replication factor 1 and 3 alternating
+    cluster_trials: int = 5  # C2 leader kills, C3 controlled shutdowns
 
 
 FULL = Sizes(1_000_000, 2048 * MIB, 2_000_000, 500, 8, 5.0, 10_000, 20.0, 1_000_000, 1024 * MIB, 10_000, 1_000_000, 3)
-QUICK = Sizes(300_000, 512 * MIB, 1_000_000, 200, 8, 3.0, 10_000, 8.0, 300_000, 256 * MIB, 2_000, 200_000, 3)
+QUICK = Sizes(
+    300_000,
+    512 * MIB,
+    1_000_000,
+    200,
+    8,
+    3.0,
+    10_000,
+    8.0,
+    300_000,
+    256 * MIB,
+    2_000,
+    200_000,
+    3,
+    c1_records=50_000,
+    cluster_trials=3,
+)
 
 
 @dataclass
@@ -598,6 +618,52 @@ def bench_p9(r: Run) -> None:
     )
 
 
+def bench_c1(r: Run) -> None:
+    res = cluster_bench.throughput(r.sizes.c1_records, r.sizes.rounds)
+    r.details["C1"] = {**asdict(res), "ratio": res.ratio}
+    rf1, rf3 = statistics.median(res.rf1_records_per_s), statistics.median(res.rf3_records_per_s)
+    r.add(
+        Line(
+            "C1",
+            "acks=all rec/s, replication factor 3 / 1",
+            res.ratio,
+            ".3f",
+            f"{rf3:,.0f} vs {rf1:,.0f} rec/s, 3 brokers, every replica fsyncs",
+            "C1_rf3_vs_rf1_acks_all",
+        )
+    )
+
+
+def bench_c2(r: Run) -> None:
+    res = cluster_bench.failover(r.sizes.cluster_trials, session_timeout_ms=2000)
+    r.details["C2"] = asdict(res)
+    r.add(
+        Line(
+            "C2",
+            "failover s, leader SIGKILL to next acks=all ack, p50",
+            res.p50,
+            ".2f",
+            f"worst {res.worst:.2f} s over {len(res.seconds)}; broker.session.timeout.ms {res.session_timeout_ms}",
+            "C2_failover_p50_s",
+        )
+    )
+
+
+def bench_c3(r: Run) -> None:
+    res = cluster_bench.controlled_shutdown_pause(r.sizes.cluster_trials)
+    r.details["C3"] = asdict(res)
+    r.add(
+        Line(
+            "C3",
+            "produce pause s during a controlled shutdown, worst",
+            res.worst,
+            ".3f",
+            f"p50 {res.p50:.3f} s over {len(res.seconds)} shutdowns of the leader",
+            "C3_controlled_shutdown_pause_s",
+        )
+    )
+
+
 # ---- the driver -----------------------------------------------------------------------------------------------
 
 
@@ -619,7 +685,7 @@ def machine_description() -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="oncelog benchmark suite (P1-P7, P9)")
     parser.add_argument("--quick", action="store_true", help="scaled-down run, about 4 minutes")
-    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1,P2,P3,P4,P5,P6,P7,P9")
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, C1-C3")
     parser.add_argument("--records", type=int, help="record count of P1, P3, P6 and P9")
     parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
@@ -663,11 +729,15 @@ def main(argv: list[str] | None = None) -> int:
         ("P5", bench_p5),
         ("P6", bench_p6),
         ("P9", bench_p9),
+        ("C1", bench_c1),
+        ("C2", bench_c2),
+        ("C3", bench_c3),
     ):
         if name in args.only:
             steps.append((name, lambda fn=fn: fn(run)))
     if "P7" in args.only:
-        steps.insert(len(steps) - ("P9" in args.only), ("P7", lambda: bench_p7(run, args.quick)))
+        after_p7 = sum(name in args.only for name in ("P9", "C1", "C2", "C3"))
+        steps.insert(len(steps) - after_p7, ("P7", lambda: bench_p7(run, args.quick)))
     io_stalls: dict[str, float] = {}
     try:
         for name, step in steps:

@@ -27,9 +27,6 @@ from oncelog.protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
-#: oncelog's ``broker.session.timeout.ms`` default: Kafka's is 9000; 6 s (an etcd lease of 6 s renewed every 2 s)
-#: lets a lost broker's partitions move sooner while three renewals may fail before the session is lost.
-BROKER_SESSION_TIMEOUT_MS = 6000
 #: How long to wait before starting a new session after one was lost or could not be started.
 SESSION_RETRY_S = 1.0
 

@@ -43,6 +43,15 @@ REPLICA_FETCH_WAIT_MAX_MS = 500
 REPLICA_FETCH_MIN_BYTES = 1
 #: Kafka's ``replica.fetch.backoff.ms`` default: the pause after a failed fetch or connection.
 REPLICA_FETCH_BACKOFF_MS = 1_000
+#: The pause after an answer that says leadership is changing under us (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH,
+#: FENCED_LEADER_EPOCH): every broker applies a new leader from etcd on its own, so the leader named to this follower
+#: may apply it a few milliseconds later. A whole replica.fetch.backoff.ms would hold the high watermark (and acks=all
+#: producers) for a second after each leadership change.
+LEADERSHIP_CHANGE_BACKOFF_MS = 50
+#: Errors that mean the follower and the leader have not applied the same partition state yet.
+LEADERSHIP_CHANGING = frozenset(
+    {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH}
+)
 #: The Fetch version followers send: the newest that still names topics (13+ name them by id) and has ReplicaId.
 FETCH_VERSION = 12
 #: The OffsetForLeaderEpoch versions a follower can send (v3+ carry the ReplicaId).
@@ -203,7 +212,7 @@ class ReplicaFetcher:
                     continue  # handed over again meanwhile
                 answer = answers.get((followed.topic, followed.partition))
                 if answer is None or answer[0] != ErrorCode.NONE:
-                    followed.delayed_until = trio.current_time() + self._settings.backoff_ms / 1000
+                    followed.delayed_until = trio.current_time() + self._backoff_s(answer[0] if answer else None)
                     continue
                 cut = truncation_point(
                     cache,
@@ -301,6 +310,12 @@ class ReplicaFetcher:
         for waiter in waits:
             await self._local.wait_requested(waiter)
 
+    def _backoff_s(self, error: ErrorCode | None) -> float:
+        """How long a partition waits after ``error`` (None: no answer for it)."""
+        if error in LEADERSHIP_CHANGING:
+            return min(LEADERSHIP_CHANGE_BACKOFF_MS, self._settings.backoff_ms) / 1000
+        return self._settings.backoff_ms / 1000
+
     def _handle(self, followed: FollowedPartition, answer: Any, now_ms: int) -> SyncWaiter | None:
         topic, partition = followed.topic, followed.partition
         error = ErrorCode(answer.error_code)
@@ -315,7 +330,7 @@ class ReplicaFetcher:
             return None
         if error != ErrorCode.NONE:
             log.info("replica_fetch_error", topic=topic, partition=partition, leader=self.leader, error=error.name)
-            followed.delayed_until = trio.current_time() + self._settings.backoff_ms / 1000
+            followed.delayed_until = trio.current_time() + self._backoff_s(error)
             return None
         records = answer.records
         if records:

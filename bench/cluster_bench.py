@@ -1,0 +1,205 @@
+"""Cluster benchmarks (C1-C3 of ``bench/run.py``) on etcd and three broker processes on loopback, driven by
+confluent-kafka (librdkafka):
+
+- C1: acks=all throughput of a topic with replication factor 3 against one with factor 1, same cluster, same
+  client, alternating rounds (median of each);
+- C2: failover time: from a leader's SIGKILL until an acks=all idempotent producer that keeps sending gets its next
+  acknowledgement (from the new leader), over several kills;
+- C3: produce pause during a controlled shutdown (SIGTERM of the leader): the longest gap between two consecutive
+  acknowledgements while it moves its leaderships away and stops.
+
+Every broker fsyncs before acknowledging (oncelog's default), followers too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.cluster import Cluster
+
+VALUE = b"x" * 100
+#: One record every this many seconds while C2 and C3 watch for the pause.
+SEND_INTERVAL_S = 0.002
+
+
+@dataclass
+class ThroughputResult:
+    records: int
+    rf1_records_per_s: list[float] = field(default_factory=list)
+    rf3_records_per_s: list[float] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.rf3_records_per_s) / statistics.median(self.rf1_records_per_s)
+
+
+@dataclass
+class PauseResult:
+    """Seconds without an acknowledgement, one per trial."""
+
+    seconds: list[float] = field(default_factory=list)
+    session_timeout_ms: int = 0
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def worst(self) -> float:
+        return max(self.seconds)
+
+
+def _create(cluster: Cluster, name: str, partitions: int, factor: int) -> None:
+    admin = cluster.admin()
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=factor, config={"min.insync.replicas": "1"})
+    admin.create_topics([topic])[name].result(timeout=60)
+    cluster.wait_for(
+        lambda md: name in md.topics and all(p.leader > 0 for p in md.topics[name].partitions.values()), name
+    )
+
+
+def _led(topic: object) -> bool:
+    return all(p.leader > 0 for p in topic.partitions.values())  # type: ignore[attr-defined]
+
+
+def _produce_timed(bootstrap: str, topic: str, records: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    started = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE, partition=i % 3)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(120) == 0
+    return records / (time.perf_counter() - started)
+
+
+def throughput(records: int, rounds: int) -> ThroughputResult:
+    """C1: acks=all records/s, replication factor 3 vs 1."""
+    result = ThroughputResult(records)
+    with Cluster(3) as cluster:
+        _create(cluster, "rf1", 3, 1)
+        _create(cluster, "rf3", 3, 3)
+        for _ in range(rounds):
+            result.rf1_records_per_s.append(_produce_timed(cluster.bootstrap, "rf1", records))
+            result.rf3_records_per_s.append(_produce_timed(cluster.bootstrap, "rf3", records))
+    return result
+
+
+class _Pacer:
+    """Sends one acks=all idempotent record every SEND_INTERVAL_S and keeps every acknowledgement's time."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        #: (sent, acknowledged) monotonic times of every acknowledged record.
+        self.acked: list[tuple[float, float]] = []
+        self.failed = 0
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 60000}
+        )
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sent = time.monotonic()
+
+            def delivered(error: object, _message: object, sent: float = sent) -> None:
+                if error is None:
+                    self.acked.append((sent, time.monotonic()))
+                else:
+                    self.failed += 1
+
+            self._producer.produce(self._topic, VALUE, partition=0, on_delivery=delivered)
+            self._producer.poll(SEND_INTERVAL_S)
+
+    def __enter__(self) -> _Pacer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._producer.flush(60)
+
+    def wait_acks(self, count: int, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        start = len(self.acked)
+        while len(self.acked) < start + count:
+            assert time.monotonic() < deadline, "no acknowledgements"
+            time.sleep(0.01)
+
+
+def _leader(cluster: Cluster, topic: str) -> int:
+    return cluster.metadata().topics[topic].partitions[0].leader
+
+
+def _wait_in_sync(cluster: Cluster, topic: str, broker: int) -> None:
+    cluster.wait_for(lambda md: broker in md.topics[topic].partitions[0].isrs, f"broker {broker} in sync", 60)
+
+
+def failover(trials: int, session_timeout_ms: int) -> PauseResult:
+    """C2: seconds from a leader's SIGKILL to the producer's next acknowledgement."""
+    result = PauseResult(session_timeout_ms=session_timeout_ms)
+    with Cluster(3, settings={"broker.session.timeout.ms": session_timeout_ms}) as cluster:
+        topic = f"failover-{uuid.uuid4().hex[:6]}"
+        _create(cluster, topic, 1, 3)
+        with _Pacer(cluster.bootstrap, topic) as pacer:
+            for _ in range(trials):
+                pacer.wait_acks(200)
+                victim = _leader(cluster, topic)
+                killed = time.monotonic()
+                cluster.brokers[victim].kill()
+                pacer.wait_acks(1, timeout_s=120)
+                # The first acknowledgement of a record sent after the kill: the new leader's (an acknowledgement of an
+                # earlier record may still be the old leader's, read late).
+                pacer.wait_acks(1, timeout_s=120)
+                while not any(sent > killed for sent, _ in pacer.acked):
+                    time.sleep(0.01)
+                result.seconds.append(min(acked for sent, acked in pacer.acked if sent > killed) - killed)
+                cluster.brokers[victim].start()
+                _wait_in_sync(cluster, topic, victim)
+    return result
+
+
+def controlled_shutdown_pause(trials: int) -> PauseResult:
+    """C3: the longest gap between acknowledgements while the leader stops on SIGTERM."""
+    result = PauseResult()
+    with Cluster(3) as cluster:
+        topic = f"handover-{uuid.uuid4().hex[:6]}"
+        _create(cluster, topic, 1, 3)
+        with _Pacer(cluster.bootstrap, topic) as pacer:
+            for _ in range(trials):
+                pacer.wait_acks(200)
+                leaving = _leader(cluster, topic)
+                stopped = time.monotonic()
+                cluster.brokers[leaving].stop()
+                pacer.wait_acks(200)
+                acks = [stopped, *sorted(acked for _, acked in pacer.acked if acked > stopped)]
+                result.seconds.append(max(b - a for a, b in itertools.pairwise(acks)))
+                cluster.brokers[leaving].start()
+                _wait_in_sync(cluster, topic, leaving)
+    return result
+
+
+if __name__ == "__main__":
+    c1 = throughput(100_000, 3)
+    print(f"C1 rf3/rf1 {c1.ratio:.3f} ({c1})")
+    for timeout_ms in (2000, 6000):  # oncelog's default, and a longer one
+        c2 = failover(3, timeout_ms)
+        print(f"C2 failover p50 {c2.p50:.2f} s worst {c2.worst:.2f} s (session {timeout_ms} ms): {c2.seconds}")
+    c3 = controlled_shutdown_pause(3)
+    print(f"C3 pause p50 {c3.p50:.3f} s worst {c3.worst:.3f} s: {c3.seconds}")
