@@ -18,6 +18,7 @@ import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
 from oncelog.broker.config import BrokerConfig
+from oncelog.broker.delay.embedded import embedded_service
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.coordinator import GroupCoordinator
 from oncelog.broker.listeners import (
@@ -196,6 +197,8 @@ class BrokerNode:
                 for listener in self.listeners:
                     self.bound_ports[listener.name] = await nursery.start(serve, self, listener)
                 self.port = self.bound_ports[self.listeners[0].name]
+                if self.config.get_bool("delay.service.enable") and (delay := embedded_service(self)) is not None:
+                    nursery.start_soon(delay.run)
                 log.info(
                     "started",
                     node_id=self.node_id,
