@@ -12,8 +12,9 @@ these headers, whose names and encodings are the contract (any Kafka client can 
   original timestamp (ASCII decimal), as the moved record's own timestamp is the time it entered that level (so a
   level topic's timestamps are append order and its retention works); a producer leaves it out.
 
-A record produced to level L with at least L's delay remaining is delivered within the smallest level's duration of
-its due time, never before it (see ``broker/delay``). The delivered record keeps its key, value, original timestamp
+A record produced to the longest level not longer than its delay (or the smallest, for a shorter delay) is
+delivered within the smallest level's duration (plus a forward's time) after its due time, never before it (see
+``broker/delay``). The delivered record keeps its key, value, original timestamp
 and other headers; the headers above are removed.
 
 ``oncelog-ttl-ms`` (ASCII decimal milliseconds) is the time-to-live counted from the record's (original) timestamp;
@@ -40,9 +41,9 @@ DELAY_TOPIC_PREFIX = "__delay-"
 #: The compacted topic of cancellations: key = the ``oncelog-delay-id`` to cancel, value anything (a null value
 #: withdraws a cancellation).
 CANCEL_TOPIC = "__delay-cancel"
-#: delay.levels default: the issue's twelve levels (RocketMQ's ladder from 5 s up) with 1 s below them, which bounds
-#: lateness to under 1 s (a record's last wait below the smallest level holds its partition's later records).
-DEFAULT_DELAY_LEVELS = "1s,5s,10s,30s,1m,2m,5m,10m,20m,30m,45m,1h,2h"
+#: delay.levels default: the issue's twelve levels (RocketMQ's ladder from 5 s up) with 250ms and 1s below them. The
+#: smallest level bounds lateness: a record's last wait in it holds its partition's later records for less than it.
+DEFAULT_DELAY_LEVELS = "250ms,1s,5s,10s,30s,1m,2m,5m,10m,20m,30m,45m,1h,2h"
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL = re.compile(r"(\d+)(ms|s|m|h|d)")

@@ -3,9 +3,11 @@
 A record in level L is acted on at ``min(entered + L, deliver_at)``, ``entered`` being its timestamp in the level topic
 (the time it was appended there). Acting means, in this order: drop it when its delay id was cancelled; dead-letter it
 when it is malformed or its TTL ran out; deliver it when due; else move it to the longest level not longer than the
-remaining delay; else (less than the smallest level remains) wait for the due time. A record whose level was chosen
-this way (at least the level's duration remained) is thus never acted on before its partition's earlier records,
-so one partition's records are acted on in append order and only its head needs watching.
+remaining delay; else (less than the smallest level remains) wait for the due time if the record is in the smallest
+level and due within that level's duration of entering it, or else enter the smallest level (again). So only the
+smallest level ever waits past a record's act time, and never past its entry plus that level's duration: a record put
+in the longest level not longer than its delay is acted on in its partition's append order, only a partition's head
+needs watching, and a waiting head holds the records behind it for less than the smallest level.
 """
 
 from __future__ import annotations
@@ -115,6 +117,10 @@ def route(
     if now_ms >= deliver_at:
         return Deliver(target, partition, deliver_at, timestamp)
     next_level = choose_level(levels, deliver_at - now_ms)
-    if next_level is None:
+    if next_level is not None:
+        return Hop(next_level, timestamp)
+    if level == levels[0] and deliver_at <= record.timestamp + level.ms:
         return Wait(deliver_at)
-    return Hop(next_level, timestamp)
+    # Less than the smallest level remains, but waiting for it here would hold this partition's later records past
+    # the time they entered plus the smallest level: it enters the smallest level (again) and waits there.
+    return Hop(levels[0], timestamp)

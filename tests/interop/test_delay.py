@@ -1,0 +1,166 @@
+"""Delayed delivery end to end against a broker subprocess running its DelayService: the bundled producer's
+``delay_ms``, a stock confluent-kafka producer writing the header contract, cancellation, TTL expiry while delayed,
+and exactly-once delivery across SIGKILLs.
+
+Speed-up: these brokers run with the short levels ``250ms,1s,2s,4s`` (``delay.levels``) instead of the default
+ladder, so delays of up to 12 s exercise several moves down the levels in seconds; the code path is the default's.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+import pytest
+import trio
+from confluent_kafka import Producer as ConfluentProducer
+from oncelog.client import Consumer, Producer
+from oncelog.client.dead_letter import DLT_ORIGINAL_TOPIC, REASON_HEADER
+from oncelog.client.delay import DELAY_HEADERS
+from support.broker import BrokerProcess
+
+LEVELS = "250ms,1s,2s,4s"
+SETTINGS = {"delay.levels": LEVELS, "num.partitions": 3, "group.initial.rebalance.delay.ms": 0}
+#: The issue's bound on lateness (delivery time - due time), checked at the 99th percentile.
+LATENESS_P99_MS = 1000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("delay") / "data", settings={**SETTINGS, "delay.dead.letter.topic": "dead"}
+    )
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.close()
+
+
+async def collect(bootstrap: str, topic: str, expected: int, deadline_s: float, settle_s: float = 0.0):
+    """(record, receipt ms) of ``topic`` read_committed from the start until ``expected`` arrived (and ``settle_s``
+    more, to see duplicates) or ``deadline_s`` passed."""
+    out = []
+    async with Consumer(
+        bootstrap, isolation_level="read_committed", auto_offset_reset="earliest", fetch_max_wait_ms=50
+    ) as consumer:
+        consumer.assign(await consumer.partitions_for_topic(topic))
+        end = time.monotonic() + deadline_s
+        settled_at = None
+        while time.monotonic() < end:
+            for records in (await consumer.getmany(timeout_ms=100)).values():
+                received = now_ms()
+                out.extend((record, received) for record in records)
+            if len(out) >= expected:
+                settled_at = settled_at or time.monotonic() + settle_s
+                if time.monotonic() >= settled_at:
+                    break
+    return out
+
+
+def p99(values: list[int]) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+async def test_mixed_delays_arrive_once_never_early_and_within_a_second(broker: BrokerProcess) -> None:
+    rng = random.Random(26)
+    count = 300
+    async with Producer(broker.bootstrap, delay_levels=LEVELS) as producer:
+        for i in range(count):
+            delay = rng.randrange(0, 12_000)
+            due = now_ms() + delay
+            await producer.send("mixed", f"{i}:{due}", f"k{i}", deliver_at_ms=due, headers=[("app", b"x")])
+        await producer.flush()
+    got = await collect(broker.bootstrap, "mixed", count, deadline_s=40, settle_s=1.5)
+    seen = Counter(record.value for record, _ in got)
+    assert len(seen) == count and set(seen.values()) == {1}
+    lateness = []
+    for record, received in got:
+        due = int(record.value.split(b":")[1])
+        assert received >= due, f"{record.value!r} arrived {due - received} ms early"
+        lateness.append(received - due)
+        assert dict(record.headers) == {"app": b"x"}  # the delay headers are gone, the producer's stay
+        assert record.key == b"k" + record.value.split(b":")[0]
+    assert p99(lateness) < LATENESS_P99_MS, sorted(lateness)[-10:]
+
+
+async def test_a_stock_confluent_producer_schedules_through_the_headers(broker: BrokerProcess) -> None:
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    start = now_ms()
+    dues = {}
+    for i in range(30):
+        due = start + 1500 + 100 * i
+        dues[b"c%d" % i] = due
+        headers = [("oncelog-deliver-at-ms", str(due).encode()), ("oncelog-delay-target", b"stock"), ("h", b"%d" % i)]
+        if i % 2:
+            headers.append(("oncelog-delay-partition", b"2"))
+        producer.produce("__delay-1s", value=b"c%d" % i, key=b"key%d" % i, headers=headers, timestamp=start - i)
+    assert producer.flush(15) == 0
+    got = await collect(broker.bootstrap, "stock", 30, deadline_s=30, settle_s=1.0)
+    assert sorted(record.value for record, _ in got) == sorted(dues)
+    for record, received in got:
+        i = int(record.value[1:])
+        assert received >= dues[record.value]
+        assert record.timestamp == start - i  # the original timestamp
+        assert dict(record.headers) == {"h": b"%d" % i} and not DELAY_HEADERS & dict(record.headers).keys()
+        if i % 2:
+            assert record.partition == 2
+
+
+async def test_cancelled_records_are_not_delivered(broker: BrokerProcess) -> None:
+    async with Producer(broker.bootstrap, delay_levels=LEVELS) as producer:
+        for i in range(10):
+            await producer.send("cancelling", b"r%d" % i, delay_ms=3000, delay_id=f"order-{i}")
+        await producer.flush()
+        for i in range(0, 10, 2):
+            await producer.cancel_delayed(f"order-{i}")
+        await producer.flush()
+    got = await collect(broker.bootstrap, "cancelling", 5, deadline_s=20, settle_s=3.0)
+    assert sorted(record.value for record, _ in got) == [b"r%d" % i for i in range(1, 10, 2)]
+
+
+async def test_records_expiring_while_delayed_are_dead_lettered(broker: BrokerProcess) -> None:
+    async with Producer(broker.bootstrap, delay_levels=LEVELS) as producer:
+        await producer.send("ttl-target", b"stale", delay_ms=2500, ttl_ms=1000)
+        await producer.send("ttl-target", b"fresh", delay_ms=2500, ttl_ms=60_000)
+        await producer.flush()
+    delivered = await collect(broker.bootstrap, "ttl-target", 1, deadline_s=20, settle_s=1.0)
+    assert [record.value for record, _ in delivered] == [b"fresh"]
+    dead = [r for r, _ in await collect(broker.bootstrap, "dead", 1, deadline_s=10) if r.value == b"stale"]
+    assert len(dead) == 1
+    headers = dict(dead[0].headers)
+    assert headers[REASON_HEADER] == b"ttl-expired" and headers[DLT_ORIGINAL_TOPIC].startswith(b"__delay-")
+
+
+def test_each_record_is_delivered_exactly_once_across_sigkills(tmp_path) -> None:
+    """Records due over ~12 s while the broker is SIGKILLed five times (pending and due records at each kill)."""
+    count = 400
+    broker = BrokerProcess(tmp_path / "data", settings=SETTINGS)
+    rng = random.Random(5)
+    try:
+        broker.start()
+
+        async def produce() -> None:
+            async with Producer(broker.bootstrap, delay_levels=LEVELS) as producer:
+                for i in range(count):
+                    await producer.send("killed", b"%d" % i, b"%d" % i, delay_ms=rng.randrange(500, 12_000))
+                await producer.flush()
+
+        trio.run(produce)
+        for _ in range(5):
+            time.sleep(rng.uniform(1.0, 2.5))
+            broker.kill()
+            broker.start()
+        got = trio.run(collect, broker.bootstrap, "killed", count, 60, 3.0)
+        seen = Counter(record.value for record, _ in got)
+        duplicates = {value: n for value, n in seen.items() if n > 1}
+        assert not duplicates
+        assert sorted(seen) == sorted(b"%d" % i for i in range(count))
+    finally:
+        broker.close()
