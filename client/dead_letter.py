@@ -11,9 +11,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from oncelog.client.delay import TTL_HEADER
 from oncelog.client.types import ConsumerRecord
 
 REASON_HEADER = "oncelog-dead-letter-reason"
+REASON_TTL = "ttl-expired"
+REASON_RETRIES_EXHAUSTED = "retries-exhausted"
 DLT_ORIGINAL_TOPIC = "kafka_dlt-original-topic"
 DLT_ORIGINAL_PARTITION = "kafka_dlt-original-partition"
 DLT_ORIGINAL_OFFSET = "kafka_dlt-original-offset"
@@ -49,10 +52,10 @@ def dead_letter_headers(
     exception: BaseException | None = None,
     keep: Sequence[tuple[str, bytes | None]] | None = None,
 ) -> list[tuple[str, bytes | None]]:
-    """``keep`` (default: the record's headers) without earlier dead-letter headers, then the dead-letter headers
-    describing where ``record`` came from and why it is dead-lettered."""
+    """``keep`` (default: the record's headers) without earlier dead-letter headers and without ``oncelog-ttl-ms`` (a
+    dead letter does not expire again), then the dead-letter headers saying where ``record`` came from and why."""
     base = record.headers if keep is None else keep
-    headers = [(k, v) for k, v in base if k not in DLT_HEADERS]
+    headers = [(k, v) for k, v in base if k not in DLT_HEADERS and k != TTL_HEADER]
     headers += [
         (REASON_HEADER, reason.encode()),
         (DLT_ORIGINAL_TOPIC, record.topic.encode()),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
+from oncelog.client.dead_letter import REASON_TTL
 from oncelog.client.delay import (
     DELAY_ID_HEADER,
     DELIVER_AT_HEADER,
@@ -29,7 +30,6 @@ from oncelog.client.delay import (
 )
 from oncelog.client.types import ConsumerRecord
 
-REASON_TTL = "ttl-expired"
 REASON_INVALID = "invalid-delay-headers"
 REASON_NO_TARGET = "target-unavailable"
 

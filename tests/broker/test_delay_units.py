@@ -152,3 +152,14 @@ def test_the_broker_creates_configured_delay_topics_only() -> None:
     assert delay_topic_spec(config, "__delay-5s") is None
     assert delay_topic_spec(config, "__delay-cancel") == (1, {"cleanup.policy": "compact"})
     assert delay_topic_spec(config, "orders") is None
+
+
+def test_expiry_filter_uses_the_header_else_the_topics_default() -> None:
+    from oncelog.client.expiry import ExpiryFilter
+
+    old = ConsumerRecord("t", 0, 0, 1_000, 0, None, b"old", [(TTL_HEADER, b"100")])
+    young = ConsumerRecord("t", 0, 1, 1_000, 0, None, b"young", [(TTL_HEADER, b"100000")])
+    bare = ConsumerRecord("t", 0, 2, 1_000, 0, None, b"bare", [])
+    assert ExpiryFilter().split([old, young, bare], 2_000) == ([young, bare], [old])
+    assert ExpiryFilter({"t": 500}).split([old, young, bare], 2_000) == ([young], [old, bare])
+    assert ExpiryFilter({"t": 500}).split([bare], 1_499) == ([bare], [])

@@ -164,3 +164,25 @@ def test_each_record_is_delivered_exactly_once_across_sigkills(tmp_path) -> None
         assert sorted(seen) == sorted(b"%d" % i for i in range(count))
     finally:
         broker.close()
+
+
+async def test_the_bundled_consumer_skips_and_dead_letters_expired_records(broker: BrokerProcess) -> None:
+    async with Producer(broker.bootstrap) as producer:
+        await producer.send("ttl-plain", b"expired", ttl_ms=1, timestamp_ms=now_ms() - 10_000)
+        await producer.send("ttl-plain", b"live", ttl_ms=600_000)
+        await producer.send("ttl-plain", b"no-ttl")
+        await producer.flush()
+    async with Consumer(
+        broker.bootstrap, auto_offset_reset="earliest", dead_letter_topic="ttl-dead", group_id="ttl-group"
+    ) as consumer:
+        consumer.assign(await consumer.partitions_for_topic("ttl-plain"))
+        values = []
+        end = time.monotonic() + 10
+        while len(values) < 2 and time.monotonic() < end:
+            values += [r.value for records in (await consumer.getmany(timeout_ms=200)).values() for r in records]
+    assert sorted(values) == [b"live", b"no-ttl"]
+    dead = await collect(broker.bootstrap, "ttl-dead", 1, deadline_s=10)
+    assert [record.value for record, _ in dead] == [b"expired"]
+    headers = dict(dead[0][0].headers)
+    assert headers[REASON_HEADER] == b"ttl-expired" and headers[DLT_ORIGINAL_TOPIC] == b"ttl-plain"
+    assert headers["kafka_dlt-original-consumer-group"] == b"ttl-group"
