@@ -12,7 +12,9 @@ Guarantees:
 - memory bounded: at most ``delay.max.buffered.records`` fetched records per level partition (plus one fetch
   response); a partition holding that many is not fetched (paused) until its head has been forwarded;
 - cancellations: the cancel topic is read to its end before the first forward, then with every fetch; a
-  cancellation acknowledged at least one fetch wait before the record's due time takes effect.
+  cancellation acknowledged at least ``DISCOVERY_INTERVAL_S`` before the record's due time takes effect;
+- nothing is created on the broker until a producer first uses a delay level: the service polls for the level
+  topics (and for partitions and levels added later) every ``DISCOVERY_INTERVAL_S``.
 
 Any error ends the round: the open transaction is aborted, clients are closed, and the service starts again from the
 committed offsets after ``RESTART_BACKOFF_S`` (so a broker restart under a separate service costs a retry, not data).
@@ -31,6 +33,7 @@ import anyio
 import structlog
 from oncelog.broker.delay.buffer import DELAY_MAX_BUFFERED_RECORDS, PartitionBuffer
 from oncelog.broker.delay.route import REASON_NO_TARGET, Action, Cancelled, DeadLetter, Deliver, Hop, route
+from oncelog.client.admin import Admin
 from oncelog.client.consumer import Consumer
 from oncelog.client.dead_letter import dead_letter_headers
 from oncelog.client.delay import (
@@ -53,6 +56,9 @@ MAX_RECORDS_PER_TRANSACTION = 5000
 #: Longest fetch wait when nothing is due sooner: how often new records and cancellations are looked at.
 IDLE_WAIT_MS = 200
 RESTART_BACKOFF_S = 1.0
+#: How often the service looks for delay topics and partitions created since (the first use of a level, or of
+#: cancellation, is seen within this).
+DISCOVERY_INTERVAL_S = 1.0
 #: Latenesses of the last deliveries kept for ``stats``.
 LATENESS_WINDOW = 1000
 
@@ -129,52 +135,93 @@ class DelayService:
             await anyio.sleep(RESTART_BACKOFF_S)
 
     async def _round(self) -> None:
-        async with (
-            Consumer(
-                self.bootstrap_servers,
-                group_id=self.group_id,
-                isolation_level="read_committed",
-                auto_offset_reset="earliest",
-                client_id="oncelog-delay-service",
-                **self._security,
-            ) as consumer,
-            Producer(
-                self.bootstrap_servers,
-                transactional_id=self.transactional_id,
-                client_id="oncelog-delay-service",
-                linger_ms=0,
-                **self._security,
-            ) as producer,
-        ):
-            buffers: dict[TopicPartition, PartitionBuffer] = {}
-            for level in self.levels:
-                for tp in await consumer.partitions_for_topic(level.topic):
-                    buffers[tp] = PartitionBuffer(tp, self.max_buffered_records)
-            cancel_tps = await consumer.partitions_for_topic(CANCEL_TOPIC)
-            consumer.assign([*buffers, *cancel_tps])
-            await consumer.seek_to_beginning(*cancel_tps)
-            await producer.init_transactions()
-            self.cancelled.clear()
-            await self._catch_up_cancellations(consumer, cancel_tps)
-            self.ready.set()
-            wait_ms = 0
-            while True:
-                active = [tp for tp, buffer in buffers.items() if not buffer.full] + cancel_tps
-                got = await consumer.getmany(*active, timeout_ms=wait_ms, max_records=MAX_RECORDS_PER_TRANSACTION)
-                for tp, records in got.items():
-                    if tp.topic == CANCEL_TOPIC:
-                        self._read_cancellations(records)
+        async with Admin(self.bootstrap_servers, client_id="oncelog-delay-service", **self._security) as admin:
+            topics = await self._wait_for_delay_topics(admin)
+            async with (
+                Consumer(
+                    self.bootstrap_servers,
+                    group_id=self.group_id,
+                    isolation_level="read_committed",
+                    auto_offset_reset="earliest",
+                    client_id="oncelog-delay-service",
+                    skip_expired=False,
+                    **self._security,
+                ) as consumer,
+                Producer(
+                    self.bootstrap_servers,
+                    transactional_id=self.transactional_id,
+                    client_id="oncelog-delay-service",
+                    linger_ms=0,
+                    **self._security,
+                ) as producer,
+            ):
+                await producer.init_transactions()
+                self.cancelled.clear()
+                buffers: dict[TopicPartition, PartitionBuffer] = {}
+                cancel_tps: list[TopicPartition] = []
+                await self._assign(consumer, topics, buffers, cancel_tps)
+                self.ready.set()
+                rediscover_at = time.monotonic() + DISCOVERY_INTERVAL_S
+                wait_ms = 0
+                while True:
+                    if time.monotonic() >= rediscover_at:
+                        await self._assign(consumer, await admin.list_topics(), buffers, cancel_tps)
+                        rediscover_at = time.monotonic() + DISCOVERY_INTERVAL_S
+                    active = [tp for tp, buffer in buffers.items() if not buffer.full] + cancel_tps
+                    got = await consumer.getmany(*active, timeout_ms=wait_ms, max_records=MAX_RECORDS_PER_TRANSACTION)
+                    for tp, records in got.items():
+                        if tp.topic == CANCEL_TOPIC:
+                            self._read_cancellations(records)
+                        else:
+                            buffers[tp].extend(records)
+                    batch, next_due = self._take_due(buffers)
+                    if batch:
+                        await self._forward(producer, consumer, batch)
+                        wait_ms = 0
                     else:
-                        buffers[tp].extend(records)
-                batch, next_due = self._take_due(buffers)
-                if batch:
-                    await self._forward(producer, consumer, batch)
-                    wait_ms = 0
-                else:
-                    until = IDLE_WAIT_MS if next_due is None else next_due - self._clock_ms()
-                    wait_ms = max(0, min(until, IDLE_WAIT_MS))
-                for tp, buffer in buffers.items():
-                    self.stats.levels[self._by_topic[tp.topic].name].buffered = len(buffer)
+                        until = IDLE_WAIT_MS if next_due is None else next_due - self._clock_ms()
+                        wait_ms = max(0, min(until, IDLE_WAIT_MS))
+                    for tp, buffer in buffers.items():
+                        self.stats.levels[self._by_topic[tp.topic].name].buffered = len(buffer)
+
+    async def _wait_for_delay_topics(self, admin: Admin) -> dict[str, int]:
+        """The topics once a delay level topic exists. Until a producer first uses one, the service takes no
+        resources of the broker: no topics, no transactional id, no group."""
+        while True:
+            topics = await admin.list_topics()
+            if any(topic in self._by_topic for topic in topics):
+                return topics
+            await anyio.sleep(DISCOVERY_INTERVAL_S)
+
+    async def _assign(
+        self,
+        consumer: Consumer,
+        topics: dict[str, int],
+        buffers: dict[TopicPartition, PartitionBuffer],
+        cancel_tps: list[TopicPartition],
+    ) -> None:
+        """Consume every partition of the delay topics in ``topics`` (those found since the last call join; the
+        others keep their positions and buffers). A new cancel partition is read to its end first."""
+        new_cancel = [
+            TopicPartition(CANCEL_TOPIC, p)
+            for p in range(topics.get(CANCEL_TOPIC, 0))
+            if TopicPartition(CANCEL_TOPIC, p) not in cancel_tps
+        ]
+        new_levels = [
+            TopicPartition(topic, p)
+            for topic in self._by_topic
+            for p in range(topics.get(topic, 0))
+            if TopicPartition(topic, p) not in buffers
+        ]
+        if not new_cancel and not new_levels:
+            return
+        for tp in new_levels:
+            buffers[tp] = PartitionBuffer(tp, self.max_buffered_records)
+        cancel_tps.extend(new_cancel)
+        consumer.assign([*buffers, *cancel_tps])
+        if new_cancel:
+            await consumer.seek_to_beginning(*new_cancel)
+            await self._catch_up_cancellations(consumer, new_cancel)
 
     async def _catch_up_cancellations(self, consumer: Consumer, cancel_tps: list[TopicPartition]) -> None:
         """Read the cancel topic up to its end as of now, so no record due now is forwarded past its cancellation."""
