@@ -1,8 +1,9 @@
 """One delay partition's fetched records not yet acted on, in append (= due) order, bounded.
 
-Guarantees: records leave in the order they came; ``full`` turns true at ``max_records`` so the service stops
-fetching the partition (pauses it) until the head has been acted on, keeping memory bounded however many records
-are pending in the log.
+Guarantees: records leave in the order they came; it never holds more than ``max_records``: ``full`` turns true at
+``max_records`` so the service stops fetching the partition (pauses it) until the head has been acted on, and records
+fetched past the bound are handed back (fetched again later), keeping memory bounded however many records are pending
+in the log.
 """
 
 from __future__ import annotations
@@ -32,11 +33,17 @@ class PartitionBuffer:
 
     @property
     def full(self) -> bool:
-        """Paused: holds ``max_records`` or more (a fetch may overshoot by one response)."""
+        """Paused: holds ``max_records``."""
         return len(self._records) >= self.max_records
 
-    def extend(self, records: Iterable[ConsumerRecord]) -> None:
-        self._records.extend(records)
+    def extend(self, records: Iterable[ConsumerRecord]) -> int | None:
+        """Take ``records`` up to ``max_records`` held; returns the offset of the first one not taken (the service
+        fetches from there again once there is room), None when all were taken."""
+        for record in records:
+            if len(self._records) >= self.max_records:
+                return record.offset
+            self._records.append(record)
+        return None
 
     def take_due(
         self, decide: Callable[[ConsumerRecord], Action], limit: int

@@ -172,8 +172,8 @@ class DelayService:
                     for tp, records in got.items():
                         if tp.topic == CANCEL_TOPIC:
                             self._read_cancellations(records)
-                        else:
-                            buffers[tp].extend(records)
+                        elif (refetch := buffers[tp].extend(records)) is not None:
+                            consumer.seek(tp, refetch)  # past the bound: handed back, fetched again later
                     batch, next_due = self._take_due(buffers)
                     if batch:
                         await self._forward(producer, consumer, batch)

@@ -104,8 +104,8 @@ def test_route_dead_letters_bad_headers_and_expired_records_and_drops_cancelled_
 
 def test_buffer_takes_due_heads_in_order_and_pauses_when_full() -> None:
     buffer = PartitionBuffer(TopicPartition("__delay-1s", 0), max_records=3)
-    buffer.extend(record(delay_headers("t", due), offset=i) for i, due in enumerate([10, 20, 30]))
-    assert buffer.full
+    assert buffer.extend(record(delay_headers("t", due), offset=i) for i, due in enumerate([10, 20, 30, 40])) == 3
+    assert buffer.full and len(buffer) == 3
     decide = lambda r: Wait(30) if r.offset == 2 else Deliver("t", None, 0, 0)  # noqa: E731
     taken, next_due = buffer.take_due(decide, limit=10)
     assert [r.offset for r, _ in taken] == [0, 1] and next_due == 30 and not buffer.full

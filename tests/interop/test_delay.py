@@ -16,9 +16,10 @@ from collections import Counter
 import pytest
 import trio
 from confluent_kafka import Producer as ConfluentProducer
+from oncelog.broker.delay.service import DelayService
 from oncelog.client import Consumer, Producer
 from oncelog.client.dead_letter import DLT_ORIGINAL_TOPIC, REASON_HEADER
-from oncelog.client.delay import DELAY_HEADERS
+from oncelog.client.delay import DELAY_HEADERS, parse_levels
 from oncelog.client.processor import process
 from oncelog.client.retry import RetryPolicy, failed_attempts
 from support.broker import BrokerProcess
@@ -243,3 +244,37 @@ async def test_a_failing_handler_goes_through_each_retry_then_to_the_dead_letter
     assert headers["kafka_dlt-exception-fqcn"] == b"builtins.ValueError"
     assert b"cannot handle" in headers["kafka_dlt-exception-message"] and headers["trace"] == b"t-poison"
     assert headers["kafka_dlt-original-consumer-group"] == b"billing"
+
+
+async def test_the_service_holds_at_most_max_buffered_records_per_partition(tmp_path) -> None:
+    """A DelayService in this process (the broker's own is off), bounded to 50 records per partition, with 3,000
+    pending: it never holds more than 50, and still delivers each record once."""
+    broker = BrokerProcess(tmp_path / "data", settings={**SETTINGS, "delay.service.enable": "false"})
+    count, bound = 3000, 50
+    try:
+        broker.start()
+        service = DelayService(
+            broker.bootstrap, parse_levels(LEVELS), transactional_id="bounded", max_buffered_records=bound
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run)
+            async with Producer(broker.bootstrap, delay_levels=LEVELS) as producer:
+                for i in range(count):
+                    await producer.send("bounded", b"%d" % i, delay_ms=4500)
+                await producer.flush()
+            held = []
+            got: list = []
+
+            async def watch() -> None:
+                while True:
+                    held.append(max(level.buffered for level in service.stats.levels.values()))
+                    await trio.sleep(0.05)
+
+            nursery.start_soon(watch)
+            got = await collect(broker.bootstrap, "bounded", count, deadline_s=60, settle_s=1.0)
+            nursery.cancel_scope.cancel()
+        assert max(held) == bound  # it filled up to the bound and never past it
+        seen = Counter(record.value for record, _ in got)
+        assert len(seen) == count and set(seen.values()) == {1}
+    finally:
+        broker.close()
