@@ -34,7 +34,7 @@ from oncelog.client.security import read_command_config
 from oncelog.client.types import ConsumerRecord, TopicPartition
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-CLIENT_COMMANDS = ("topic", "produce", "consume", "txn", "group", "copy")
+CLIENT_COMMANDS = ("topic", "produce", "consume", "txn", "group", "copy", "delay", "dlq")
 #: The exit code of a command stopped by SIGINT or SIGTERM (the shell's 128 + SIGINT).
 EXIT_INTERRUPTED = 130
 #: ListOffsets' timestamp of the log-end offset.
@@ -241,6 +241,22 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     copy.add_argument("--batch", type=int, default=500, help="records per transaction")
     _bootstrap(copy)
 
+    delay = subparsers.add_parser("delay", help="delayed delivery: pending records and lateness per delay level")
+    dsub = delay.add_subparsers(dest="action", required=True)
+    _bootstrap(dsub.add_parser("stats", help="per level: pending records, last forward, its largest lateness"))
+    dlq = subparsers.add_parser("dlq", help="show or replay a dead-letter topic")
+    qsub = dlq.add_subparsers(dest="action", required=True)
+    qshow = qsub.add_parser("show", help="one line per dead letter: where from, why, after how many attempts")
+    qshow.add_argument("topic")
+    qshow.add_argument("--count", type=int, default=None, help="at most this many")
+    qreplay = qsub.add_parser("replay", help="exactly-once copy back to each record's original topic")
+    qreplay.add_argument("topic")
+    qreplay.add_argument("--to", default=None, help="replay every record to this topic instead")
+    qreplay.add_argument("--group", default=None, help="the replay's group (default: oncelog-dlq-replay-TOPIC)")
+    qreplay.add_argument("--idle-timeout-ms", type=int, default=2000, help="stop when the topic is idle this long")
+    for p in (qshow, qreplay):
+        _bootstrap(p)
+
     for name in CLIENT_COMMANDS:
         subparsers.choices[name].set_defaults(client_command=name)
 
@@ -255,6 +271,8 @@ def run(args: argparse.Namespace, *, stdin: IO[str] | None = None, stdout: IO[st
         "txn": _txn,
         "group": _group,
         "copy": _copy,
+        "delay": _delay,
+        "dlq": _dlq,
     }[args.client_command]
     tally = Tally()
     try:
@@ -614,4 +632,51 @@ async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tal
         **_security(args),
     )
     print(f"copied {copied[0]} records, wrote {copied[1]}", file=out)
+    return 0
+
+
+async def _delay(args: argparse.Namespace, _in: IO[str], out: IO[str], _tally: Tally) -> int:
+    from oncelog.client.delay_tools import delay_stats
+
+    print("LEVEL\tPENDING\tLAST-FORWARD-MS\tLAST-MAX-LATENESS-MS", file=out)
+    for row in await delay_stats(args.bootstrap_server, **_security(args)):
+        last = "-" if row.last_forward_ms is None else str(row.last_forward_ms)
+        lateness = "-" if row.last_max_lateness_ms is None else str(row.last_max_lateness_ms)
+        print(f"{row.topic}\t{row.pending}\t{last}\t{lateness}", file=out)
+    return 0
+
+
+async def _dlq(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tally) -> int:
+    from oncelog.client.delay_tools import describe_dead_letter, replay
+
+    if args.action == "replay":
+        bar = ProgressBar(f"replay {args.topic}")
+        replayed, skipped = await replay(
+            args.bootstrap_server,
+            args.topic,
+            to=args.to,
+            group_id=args.group,
+            idle_timeout_ms=args.idle_timeout_ms,
+            progress=bar.update,
+            **_security(args),
+        )
+        bar.close()
+        print(f"replayed {replayed} records, skipped {skipped} without an original topic", file=out)
+        return 0
+    shown = 0
+    async with Consumer(
+        args.bootstrap_server, isolation_level="read_committed", auto_offset_reset="earliest", skip_expired=False,
+        **_security(args),
+    ) as consumer:  # fmt: skip
+        consumer.assign(await consumer.partitions_for_topic(args.topic))
+        while args.count is None or shown < args.count:
+            got = await consumer.getmany(timeout_ms=1000)
+            if not got:
+                break
+            for records in got.values():
+                for record in records:
+                    if args.count is not None and shown >= args.count:
+                        break
+                    print(json.dumps(describe_dead_letter(record)), file=out)
+                    shown += 1
     return 0

@@ -172,3 +172,21 @@ def schedule(
     if timestamp_ms is not None:
         out.append((ORIGINAL_TIMESTAMP_HEADER, str(timestamp_ms).encode()))
     return level.topic, None, out, now_ms
+
+
+def commit_metadata(forwarded_at_ms: int, max_lateness_ms: int | None) -> str:
+    """The metadata the DelayService commits with a level partition's offset: when it last forwarded from it and
+    the largest lateness of the deliveries in that transaction (``-`` when none)."""
+    lateness = "-" if max_lateness_ms is None else str(max_lateness_ms)
+    return f"forwarded_at_ms={forwarded_at_ms} max_lateness_ms={lateness}"
+
+
+def parse_commit_metadata(text: str | None) -> tuple[int | None, int | None]:
+    """(forwarded_at_ms, max_lateness_ms) of :func:`commit_metadata`'s text; None for what it does not hold."""
+    fields = dict(item.split("=", 1) for item in (text or "").split() if "=" in item)
+
+    def number(name: str) -> int | None:
+        value = fields.get(name, "")
+        return int(value) if value.lstrip("-").isdigit() else None
+
+    return number("forwarded_at_ms"), number("max_lateness_ms")

@@ -55,6 +55,7 @@ async def copy_topic(
             group_id=group_id,
             isolation_level="read_committed",
             auto_offset_reset="earliest",
+            skip_expired=False,  # a copy keeps every record, expired or not
             **security,
         ) as consumer,
         Producer(bootstrap_servers, transactional_id=transactional_id, **security) as producer,

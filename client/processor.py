@@ -5,20 +5,24 @@ retry (through the delay levels) or to the dead-letter topic, and the consumed o
 Guarantees: a record's outcome (its outputs, its retry, or its dead letter) commits atomically with its offset, so
 after a crash nothing is output, retried or dead-lettered twice; a handler that fails twice and then succeeds yields
 its outputs once. The handler must not write to Kafka itself: it returns its outputs as ``(topic, key, value)``.
-A failed record returns after its policy delay on ``<group>-retry`` (``client.retry``), to this group only.
+A failed record returns after its policy delay on ``<group>-retry`` (``client.retry``), to this group only; a record
+past its ``oncelog-ttl-ms`` goes to the dead-letter topic without reaching the handler.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from oncelog.client.consumer import Consumer
+from oncelog.client.dead_letter import REASON_TTL, dead_letter_headers
 from oncelog.client.errors import KafkaError
+from oncelog.client.expiry import ExpiryFilter
 from oncelog.client.producer import Producer
 from oncelog.client.retry import (
     RetryPolicy,
@@ -30,6 +34,7 @@ from oncelog.client.retry import (
 )
 from oncelog.client.types import ConsumerRecord, TopicPartition
 
+_EXPIRY = ExpiryFilter()
 Output = tuple[str, Any, Any]
 Handler = Callable[[ConsumerRecord], Iterable[Output] | Awaitable[Iterable[Output] | None] | None]
 
@@ -68,6 +73,7 @@ async def process(
             group_id=group_id,
             isolation_level="read_committed",
             auto_offset_reset="earliest",
+            skip_expired=False,  # expired records are dead-lettered below, in the transaction
             **config,
         ) as consumer,
         Producer(bootstrap_servers, transactional_id=transactional_id, **producer_config) as producer,
@@ -109,6 +115,12 @@ async def _handle(
     dead: str,
     stats: ProcessStats,
 ) -> None:
+    if _EXPIRY.is_expired(record, int(time.time() * 1000)):
+        message = f"{record.topic}: past its time-to-live"
+        headers = dead_letter_headers(record, REASON_TTL, message, group_id=group_id)
+        await producer.send(dead, record.value, record.key, headers=headers, timestamp_ms=record.timestamp)
+        stats.dead_lettered += 1
+        return
     try:
         result = handler(record)
         if inspect.isawaitable(result):

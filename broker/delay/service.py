@@ -41,10 +41,11 @@ from oncelog.client.delay import (
     DELAY_HEADERS,
     ORIGINAL_TIMESTAMP_HEADER,
     DelayLevel,
+    commit_metadata,
 )
 from oncelog.client.errors import KafkaError, KafkaTimeoutError
 from oncelog.client.producer import Producer
-from oncelog.client.types import ConsumerRecord, TopicPartition
+from oncelog.client.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from oncelog.protocol import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -268,13 +269,20 @@ class DelayService:
         counts: list[tuple[str, str]] = []
         try:
             offsets: dict[TopicPartition, int] = {}
+            lateness: dict[TopicPartition, int] = {}
             for record, action in batch:
+                tp = TopicPartition(record.topic, record.partition)
                 kind = await self._apply(producer, record, action, now)
                 counts.append((record.topic, kind))
                 if isinstance(action, Deliver) and kind == "delivered":
                     delivered.append(now - action.deliver_at_ms)
-                offsets[TopicPartition(record.topic, record.partition)] = record.offset + 1
-            await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+                    lateness[tp] = max(lateness.get(tp, 0), now - action.deliver_at_ms)
+                offsets[tp] = record.offset + 1
+            # The committed offsets' metadata tells ``oncelog delay stats`` when and how late the last forwards were.
+            committed = {
+                tp: OffsetAndMetadata(offset, commit_metadata(now, lateness.get(tp))) for tp, offset in offsets.items()
+            }
+            await producer.send_offsets_to_transaction(committed, consumer.group_metadata())
             await producer.commit_transaction()
         except BaseException:
             with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError):

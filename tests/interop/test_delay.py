@@ -8,6 +8,8 @@ ladder, so delays of up to 12 s exercise several moves down the levels in second
 
 from __future__ import annotations
 
+import io
+import json
 import random
 import struct
 import time
@@ -16,12 +18,15 @@ from collections import Counter
 import pytest
 import trio
 from confluent_kafka import Producer as ConfluentProducer
+from oncelog.broker.cli import build_parser
 from oncelog.broker.delay.service import DelayService
 from oncelog.client import Consumer, Producer
-from oncelog.client.dead_letter import DLT_ORIGINAL_TOPIC, REASON_HEADER
+from oncelog.client import cli as client_cli
+from oncelog.client.dead_letter import DLT_ORIGINAL_TOPIC, REASON_HEADER, dead_letter_headers
 from oncelog.client.delay import DELAY_HEADERS, parse_levels
 from oncelog.client.processor import process
 from oncelog.client.retry import RetryPolicy, failed_attempts
+from oncelog.client.types import ConsumerRecord
 from support.broker import BrokerProcess
 
 LEVELS = "250ms,1s,2s,4s"
@@ -278,3 +283,43 @@ async def test_the_service_holds_at_most_max_buffered_records_per_partition(tmp_
         assert len(seen) == count and set(seen.values()) == {1}
     finally:
         broker.close()
+
+
+def cli(*argv: str) -> str:
+    out = io.StringIO()
+    args = build_parser().parse_args(list(argv))
+    assert client_cli.run(args, stdout=out) == 0
+    return out.getvalue()
+
+
+def test_dlq_show_and_an_exactly_once_replay(broker: BrokerProcess) -> None:
+    async def dead_letter() -> None:
+        async with Producer(broker.bootstrap) as producer:
+            for i in range(3):
+                record = ConsumerRecord("replay-orig", 0, 40 + i, 1234 + i, 0, b"k%d" % i, b"v%d" % i, [("app", b"a")])
+                headers = dead_letter_headers(record, "retries-exhausted", "boom", group_id="g")
+                await producer.send("replay-dlt", record.value, record.key, headers=headers, timestamp_ms=1234 + i)
+            await producer.flush()
+
+    trio.run(dead_letter)
+    shown = [json.loads(line) for line in cli("dlq", "show", "replay-dlt", "-b", broker.bootstrap).splitlines()]
+    assert sorted((row["original_topic"], row["original_offset"], row["reason"]) for row in shown) == [
+        ("replay-orig", 40 + i, "retries-exhausted") for i in range(3)
+    ]
+    first = cli("dlq", "replay", "replay-dlt", "-b", broker.bootstrap, "--idle-timeout-ms", "1500")
+    again = cli("dlq", "replay", "replay-dlt", "-b", broker.bootstrap, "--idle-timeout-ms", "1500")
+    assert first.startswith("replayed 3 records") and again.startswith("replayed 0 records")
+    got = trio.run(collect, broker.bootstrap, "replay-orig", 3, 10, 0.5)
+    assert sorted((r.value, r.timestamp, tuple(r.headers)) for r, _ in got) == [
+        (b"v%d" % i, 1234 + i, (("app", b"a"),)) for i in range(3)
+    ]
+
+
+def test_delay_stats_lists_each_level_with_its_pending_records(broker: BrokerProcess) -> None:
+    trio.run(warm_up, broker.bootstrap)
+    lines = cli("delay", "stats", "-b", broker.bootstrap).splitlines()
+    assert lines[0].split("\t") == ["LEVEL", "PENDING", "LAST-FORWARD-MS", "LAST-MAX-LATENESS-MS"]
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in lines[1:]}
+    assert list(rows) == ["__delay-250ms", "__delay-1s", "__delay-2s", "__delay-4s"]
+    assert all(pending == "0" for pending, _, _ in rows.values())
+    assert all(int(last) > 0 for _, last, _ in rows.values())
