@@ -9,13 +9,11 @@ transaction with the replaying group's offsets (so an interrupted replay resumes
 
 from __future__ import annotations
 
-import contextlib
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from oncelog.client.admin import Admin
 from oncelog.client.consumer import Consumer
 from oncelog.client.dead_letter import (
@@ -26,7 +24,7 @@ from oncelog.client.dead_letter import (
     REASON_HEADER,
 )
 from oncelog.client.delay import CANCEL_TOPIC, DELAY_TOPIC_PREFIX, header_value, parse_commit_metadata
-from oncelog.client.errors import KafkaError
+from oncelog.client.eos import next_batch, offsets_after, transaction
 from oncelog.client.producer import Producer
 from oncelog.client.retry import app_headers, failed_attempts
 from oncelog.client.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -140,16 +138,9 @@ async def replay(
     ):
         consumer.assign(await consumer.partitions_for_topic(topic))
         await producer.init_transactions()
-        while True:
-            got: dict[TopicPartition, list[ConsumerRecord]] = {}
-            with anyio.move_on_after(idle_timeout_ms / 1000):
-                while not got:
-                    got = await consumer.getmany(timeout_ms=200, max_records=batch)
-            if not got:
-                return replayed, skipped
-            await producer.begin_transaction()
+        while got := await next_batch(consumer, batch, idle_timeout_ms):
             done = 0
-            try:
+            async with transaction(producer):
                 for records in got.values():
                     for record in records:
                         target = to or (header_value(record.headers, DLT_ORIGINAL_TOPIC) or b"").decode() or None
@@ -161,13 +152,8 @@ async def replay(
                             target, record.value, record.key, headers=headers, timestamp_ms=record.timestamp
                         )
                         done += 1
-                offsets = {tp: records[-1].offset + 1 for tp, records in got.items()}
-                await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-                await producer.commit_transaction()
-            except BaseException:
-                with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError):
-                    await producer.abort_transaction()
-                raise
+                await producer.send_offsets_to_transaction(offsets_after(got), consumer.group_metadata())
             replayed += done
             if progress is not None:
                 progress(done)
+        return replayed, skipped

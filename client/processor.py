@@ -11,17 +11,15 @@ past its ``oncelog-ttl-ms`` goes to the dead-letter topic without reaching the h
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from oncelog.client.consumer import Consumer
 from oncelog.client.dead_letter import REASON_TTL, dead_letter_headers
-from oncelog.client.errors import KafkaError
+from oncelog.client.eos import next_batch, offsets_after, transaction
 from oncelog.client.expiry import ExpiryFilter
 from oncelog.client.producer import Producer
 from oncelog.client.retry import (
@@ -83,26 +81,14 @@ async def process(
             partitions += await consumer.partitions_for_topic(topic)
         consumer.assign(partitions)
         await producer.init_transactions()
-        while True:
-            got: dict[TopicPartition, list[ConsumerRecord]] = {}
-            with anyio.move_on_after(idle_timeout_ms / 1000 if idle_timeout_ms is not None else float("inf")):
-                while not got:
-                    got = await consumer.getmany(timeout_ms=200, max_records=batch)
-            if not got:
-                return stats
-            await producer.begin_transaction()
-            try:
+        while got := await next_batch(consumer, batch, idle_timeout_ms):
+            async with transaction(producer):
                 for records in got.values():
                     for record in records:
                         stats.read += 1
                         await _handle(producer, record, handler, policy, group_id, retries, dead, stats)
-                offsets = {tp: records[-1].offset + 1 for tp, records in got.items()}
-                await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-                await producer.commit_transaction()
-            except BaseException:
-                with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError):
-                    await producer.abort_transaction()
-                raise
+                await producer.send_offsets_to_transaction(offsets_after(got), consumer.group_metadata())
+        return stats
 
 
 async def _handle(

@@ -197,23 +197,41 @@ class Producer:
         ``delay_ms`` / ``deliver_at_ms`` (epoch ms) delay it: it goes to a delay-level topic and the DelayService
         delivers it to ``topic`` when due (``client.delay``); the future then tells where it entered the delay level.
         ``delay_id`` names it for cancellation (:meth:`cancel_delayed`); ``ttl_ms`` gives it a time-to-live."""
-        if delay_ms is not None or deliver_at_ms is not None or delay_id is not None or ttl_ms is not None:
-            topic, partition, headers, timestamp_ms = schedule(
-                self.delay_levels,
-                topic,
-                partition,
-                headers,
-                int(time.time() * 1000),
-                delay_ms=delay_ms,
-                deliver_at_ms=deliver_at_ms,
-                delay_id=delay_id,
-                ttl_ms=ttl_ms,
-                timestamp_ms=timestamp_ms,
-            )
+        topic, partition, headers, timestamp_ms = self.route_delayed(
+            topic, partition, headers, timestamp_ms, delay_ms, deliver_at_ms, delay_id, ttl_ms
+        )
         record, count = self.prepare_send(topic, value, key, partition, headers, timestamp_ms)
         if count is None:
             count = await self._cluster.partitions_for(topic)
         return self.append_record(topic, record, partition, count)
+
+    def route_delayed(
+        self,
+        topic: str,
+        partition: int | None,
+        headers: Sequence[tuple[str, Bytes]] | None,
+        timestamp_ms: int | None,
+        delay_ms: int | None,
+        deliver_at_ms: int | None,
+        delay_id: str | None,
+        ttl_ms: int | None,
+    ) -> tuple[str, int | None, Sequence[tuple[str, Bytes]] | None, int | None]:
+        """Where ``send`` writes a record given its delay and TTL options (``client.delay.schedule``); unchanged
+        without them."""
+        if delay_ms is None and deliver_at_ms is None and delay_id is None and ttl_ms is None:
+            return topic, partition, headers, timestamp_ms
+        return schedule(
+            self.delay_levels,
+            topic,
+            partition,
+            headers,
+            int(time.time() * 1000),
+            delay_ms=delay_ms,
+            deliver_at_ms=deliver_at_ms,
+            delay_id=delay_id,
+            ttl_ms=ttl_ms,
+            timestamp_ms=timestamp_ms,
+        )
 
     def prepare_send(
         self,

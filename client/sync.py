@@ -40,7 +40,6 @@ import anyio.lowlevel
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from oncelog.client.admin import Admin as AsyncAdmin
 from oncelog.client.consumer import Consumer as AsyncConsumer
-from oncelog.client.delay import schedule
 from oncelog.client.errors import IllegalStateError, KafkaTimeoutError
 from oncelog.client.future import Future
 from oncelog.client.producer import Producer as AsyncProducer
@@ -271,19 +270,9 @@ class Producer(_Blocking):
         producer, handoff = self._async, self._handoff
         if handoff is None:
             raise IllegalStateError("the producer is closed")
-        if delay_ms is not None or deliver_at_ms is not None or delay_id is not None or ttl_ms is not None:
-            topic, partition, headers, timestamp_ms = schedule(
-                producer.delay_levels,
-                topic,
-                partition,
-                headers,
-                int(time.time() * 1000),
-                delay_ms=delay_ms,
-                deliver_at_ms=deliver_at_ms,
-                delay_id=delay_id,
-                ttl_ms=ttl_ms,
-                timestamp_ms=timestamp_ms,
-            )
+        topic, partition, headers, timestamp_ms = producer.route_delayed(
+            topic, partition, headers, timestamp_ms, delay_ms, deliver_at_ms, delay_id, ttl_ms
+        )
         record, count = producer.prepare_send(topic, value, key, partition, headers, timestamp_ms)
         handle = DeliveryHandle(self)
         if count is None:  # metadata to fetch: the async send does it (and raises for an unknown topic)

@@ -22,7 +22,6 @@ committed offsets after ``RESTART_BACKOFF_S`` (so a broker restart under a separ
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -43,6 +42,7 @@ from oncelog.client.delay import (
     DelayLevel,
     commit_metadata,
 )
+from oncelog.client.eos import transaction
 from oncelog.client.errors import KafkaError, KafkaTimeoutError
 from oncelog.client.producer import Producer
 from oncelog.client.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -263,11 +263,10 @@ class DelayService:
         self, producer: Producer, consumer: Consumer, batch: list[tuple[ConsumerRecord, Action]]
     ) -> None:
         """One transaction: every action of ``batch`` and the offsets after its records."""
-        await producer.begin_transaction()
         now = self._clock_ms()
         delivered: list[int] = []
         counts: list[tuple[str, str]] = []
-        try:
+        async with transaction(producer):
             offsets: dict[TopicPartition, int] = {}
             lateness: dict[TopicPartition, int] = {}
             for record, action in batch:
@@ -283,11 +282,6 @@ class DelayService:
                 tp: OffsetAndMetadata(offset, commit_metadata(now, lateness.get(tp))) for tp, offset in offsets.items()
             }
             await producer.send_offsets_to_transaction(committed, consumer.group_metadata())
-            await producer.commit_transaction()
-        except BaseException:
-            with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError):
-                await producer.abort_transaction()
-            raise
         self.stats.transactions += 1
         self.stats.lateness_ms.extend(delivered)
         for topic, kind in counts:
