@@ -239,6 +239,14 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     copy.add_argument("--transactional-id", default=None, help="default: oncelog-copy-IN-OUT")
     copy.add_argument("--idle-timeout-ms", type=int, default=2000, help="stop when the input is idle this long")
     copy.add_argument("--batch", type=int, default=500, help="records per transaction")
+    copy.add_argument(
+        "--retry-delays-ms",
+        default=None,
+        metavar="MS[,MS...]",
+        help="retry a record whose transform raises after these delays, then dead-letter it (needs --group)",
+    )
+    copy.add_argument("--dead-letter-topic", default=None, help="with --retry-delays-ms (default: GROUP-dlt)")
+    copy.add_argument("--delay-levels", default=None, help="the brokers' delay.levels, when not the default")
     _bootstrap(copy)
 
     delay = subparsers.add_parser("delay", help="delayed delivery: pending records and lateness per delay level")
@@ -619,6 +627,8 @@ async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tal
 
     transform = load_transform(args.transform) if args.transform else None
     tid = args.transactional_id or f"oncelog-copy-{args.input}-{args.output}"
+    if args.retry_delays_ms is not None:
+        return await _copy_with_retries(args, transform, tid, out)
     copied = await copy_topic(
         args.bootstrap_server,
         args.input,
@@ -679,4 +689,42 @@ async def _dlq(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tall
                         break
                     print(json.dumps(describe_dead_letter(record)), file=out)
                     shown += 1
+    return 0
+
+
+async def _copy_with_retries(
+    args: argparse.Namespace, transform: Callable[[ConsumerRecord], Any] | None, tid: str, out: IO[str]
+) -> int:
+    """``copy --retry-delays-ms``: the exactly-once processor, the transform as its handler."""
+    from oncelog.client.eos import outputs_of
+    from oncelog.client.processor import process
+    from oncelog.client.retry import RetryPolicy
+
+    if args.group is None:
+        raise ValueError("--retry-delays-ms needs --group (the retry and dead-letter topics are the group's)")
+    delays = tuple(int(item) for item in args.retry_delays_ms.split(",") if item.strip())
+    policy = RetryPolicy(delays_ms=delays, dead_letter_topic=args.dead_letter_topic)
+
+    def handler(record: ConsumerRecord) -> list[tuple[str, Any, Any]]:
+        result = transform(record) if transform is not None else record.value
+        return [(args.output, key, value) for key, value in outputs_of(result, record)]
+
+    extra = {"delay_levels": args.delay_levels} if args.delay_levels else {}
+    stats = await process(
+        args.bootstrap_server,
+        [args.input],
+        handler,
+        group_id=args.group,
+        transactional_id=tid,
+        policy=policy,
+        batch=args.batch,
+        idle_timeout_ms=args.idle_timeout_ms,
+        **extra,
+        **_security(args),
+    )
+    print(
+        f"copied {stats.read} records, wrote {stats.written}, retried {stats.retried}, "
+        f"dead-lettered {stats.dead_lettered}",
+        file=out,
+    )
     return 0

@@ -324,3 +324,36 @@ def test_delay_stats_lists_each_level_with_its_pending_records(broker: BrokerPro
     assert list(rows) == ["__delay-250ms", "__delay-1s", "__delay-2s", "__delay-4s"]
     assert all(pending == "0" for pending, _, _ in rows.values())
     assert all(int(last) > 0 for _, last, _ in rows.values())
+
+
+def test_copy_retries_a_failing_transform_then_dead_letters(
+    broker: BrokerProcess, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``oncelog copy --retry-delays-ms``: a record the transform keeps failing on is retried twice, then
+    dead-lettered; the others are copied once."""
+    (tmp_path / "delay_transform_mod.py").write_text(
+        "def shout(record):\n"
+        "    if record.value == b'bad':\n"
+        "        raise RuntimeError('bad record')\n"
+        "    return record.value.upper()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    async def produce() -> None:
+        async with Producer(broker.bootstrap) as producer:
+            for value in (b"a", b"bad", b"b"):
+                await producer.send("copy-in", value)
+            await producer.flush()
+
+    trio.run(produce)
+    b = ["-b", broker.bootstrap]
+    out = cli(
+        "copy", "copy-in", "copy-out", "--group", "copier", "--transform", "delay_transform_mod:shout",
+        "--retry-delays-ms", "300,300", "--idle-timeout-ms", "4000", "--delay-levels", LEVELS, *b,
+    )  # fmt: skip
+    assert out == "copied 5 records, wrote 2, retried 2, dead-lettered 1\n"
+    copied = trio.run(collect, broker.bootstrap, "copy-out", 2, 10, 0.5)
+    assert sorted(r.value for r, _ in copied) == [b"A", b"B"]
+    dead = trio.run(collect, broker.bootstrap, "copier-dlt", 1, 10, 0.5)
+    assert [r.value for r, _ in dead] == [b"bad"]
+    assert dict(dead[0][0].headers)["kafka_dlt-exception-message"] == b"RuntimeError: bad record"
