@@ -28,6 +28,8 @@ GOALS: dict[str, tuple[str, float]] = {
     "P9_throughput_ratio_1000_vs_1": (">=", 0.8),
     "P9_pagecache_throughput_ratio": ("", 0.0),  # context: the same without an fsync per request
     "P9_idle_kb_per_partition": ("<=", 100.0),
+    "P10_delay_forward_rec_s": (">=", 50000.0),  # issue 26
+    "P10_delay_lateness_p99_ms": ("<=", 1000.0),  # issue 26: at 10,000 delayed records/s
 }
 
 
@@ -35,7 +37,7 @@ GOALS: dict[str, tuple[str, float]] = {
 class Line:
     """One printed figure. ``key`` is its JSON key (None for context figures that have no goal)."""
 
-    bench: str  # "P1" .. "P9", or "machine"
+    bench: str  # "P1" .. "P10", or "machine"
     label: str
     value: float | None
     spec: str  # format spec of the value, e.g. ".3f"

@@ -1,7 +1,7 @@
 """Smoke test of the benchmark harness: one tiny configuration of bench/run.py must run and write every JSON key.
 
 Runs ``bench/run.py --only P1 --records 20000`` (a real broker subprocess and librdkafka's mock cluster) and checks
-that the JSON has all 14 figure keys of the issue, that P1's are positive numbers, and that the benchmarks not run
+that the JSON has all 16 figure keys of the issues, that P1's are positive numbers, and that the benchmarks not run
 are null. It keeps the harness working; it says nothing about the figures.
 """
 
@@ -29,6 +29,8 @@ KEYS = {
     "P7_restart_s",
     "P9_throughput_ratio_1000_vs_1",
     "P9_idle_kb_per_partition",
+    "P10_delay_forward_rec_s",
+    "P10_delay_lateness_p99_ms",
 }
 
 
