@@ -169,7 +169,13 @@ class DelayService:
                         await self._assign(consumer, await admin.list_topics(), buffers, cancel_tps)
                         rediscover_at = time.monotonic() + DISCOVERY_INTERVAL_S
                     active = [tp for tp, buffer in buffers.items() if not buffer.full] + cancel_tps
-                    got = await consumer.getmany(*active, timeout_ms=wait_ms, max_records=MAX_RECORDS_PER_TRANSACTION)
+                    got: dict[TopicPartition, list[ConsumerRecord]] = {}
+                    if active:
+                        got = await consumer.getmany(
+                            *active, timeout_ms=wait_ms, max_records=MAX_RECORDS_PER_TRANSACTION
+                        )
+                    else:  # every partition paused (getmany() without partitions would fetch them all)
+                        await anyio.sleep(wait_ms / 1000)
                     for tp, records in got.items():
                         if tp.topic == CANCEL_TOPIC:
                             self._read_cancellations(records)
