@@ -31,6 +31,8 @@ GOALS: dict[str, tuple[str, float]] = {
     "C1_rf3_vs_rf1_acks_all": (">=", 0.7),
     "C2_failover_p50_s": ("<=", 3.0),
     "C3_controlled_shutdown_pause_s": ("<=", 0.5),
+    "P10_delay_forward_rec_s": (">=", 50000.0),  # issue 26
+    "P10_delay_lateness_p99_ms": ("<=", 1000.0),  # issue 26: at 10,000 delayed records/s
 }
 
 
@@ -38,7 +40,7 @@ GOALS: dict[str, tuple[str, float]] = {
 class Line:
     """One printed figure. ``key`` is its JSON key (None for context figures that have no goal)."""
 
-    bench: str  # "P1" .. "P9", or "machine"
+    bench: str  # "P1" .. "P10", or "machine"
     label: str
     value: float | None
     spec: str  # format spec of the value, e.g. ".3f"

@@ -1,5 +1,6 @@
 """oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster", and
-C1-C3 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown).
+C1-C3 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown), and
+P10, delayed delivery (issue 26).
 
 Starts its own brokers (subprocesses on free 127.0.0.1 ports, temporary data dirs) and librdkafka's in-process mock
 cluster, and prints one table: every figure with its goal, met/MISS, and the peer or machine limit measured in the
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from bench import (  # noqa: E402
     cluster_bench,
     consume_bench,
+    delay_bench,
     e2e_bench,
     log_write_bench,
     machine,
@@ -46,7 +48,7 @@ from bench.report import Line, fmt, table, to_json  # noqa: E402
 from tests.support.broker import BrokerProcess  # noqa: E402
 from tests.support.mock_cluster import MockCluster  # noqa: E402
 
-BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "C1", "C2", "C3")
+BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3")
 MIB = 1 << 20
 
 
@@ -70,6 +72,9 @@ class Sizes:
     p9_partitions: int = 1000
     c1_records: int = 200_000  # per round, replication factor 1 and 3 alternating
     cluster_trials: int = 5  # C2 leader kills, C3 controlled shutdowns
+    p10_records: int = 200_000  # P10: records forwarded at once
+    p10_rate: int = 10_000  # P10: delayed records per second offered for the lateness figure
+    p10_seconds: float = 10.0
 
 
 FULL = Sizes(1_000_000, 2048 * MIB, 2_000_000, 500, 8, 5.0, 10_000, 20.0, 1_000_000, 1024 * MIB, 10_000, 1_000_000, 3)
@@ -574,6 +579,31 @@ def bench_p7(r: Run, quick: bool) -> None:
     )
 
 
+def bench_p10(r: Run) -> None:
+    s = r.sizes
+    rate = delay_bench.forwarding_rate(s.p10_records)
+    late = delay_bench.lateness(s.p10_rate, s.p10_seconds)
+    r.details["P10"] = {"forwarding": asdict(rate), "lateness": asdict(late)}
+    r.add(
+        Line(
+            "P10",
+            "delayed records forwarded rec/s",
+            rate.records_per_s,
+            ",.0f",
+            f"{rate.records:,} due at once; {rate.seconds:.2f} s from the service's start to the last",
+            "P10_delay_forward_rec_s",
+        ),
+        Line(
+            "P10",
+            "delay lateness p99 ms",
+            late.p99_ms,
+            ".0f",
+            f"{late.offered_per_s:,.0f} rec/s offered, delays 1-5 s; p50 {late.p50_ms:.0f}, max {late.max_ms:.0f} ms",
+            "P10_delay_lateness_p99_ms",
+        ),
+    )
+
+
 def bench_p9(r: Run) -> None:
     s = r.sizes
     one = partitions_bench.throughput_oncelog(s.p9_records, s.p9_partitions, s.rounds)
@@ -683,9 +713,9 @@ def machine_description() -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="oncelog benchmark suite (P1-P7, P9)")
+    parser = argparse.ArgumentParser(description="oncelog benchmark suite (P1-P7, P9, P10)")
     parser.add_argument("--quick", action="store_true", help="scaled-down run, about 4 minutes")
-    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, C1-C3")
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C3")
     parser.add_argument("--records", type=int, help="record count of P1, P3, P6 and P9")
     parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
@@ -729,6 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         ("P5", bench_p5),
         ("P6", bench_p6),
         ("P9", bench_p9),
+        ("P10", bench_p10),
         ("C1", bench_c1),
         ("C2", bench_c2),
         ("C3", bench_c3),
@@ -736,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in args.only:
             steps.append((name, lambda fn=fn: fn(run)))
     if "P7" in args.only:
-        after_p7 = sum(name in args.only for name in ("P9", "C1", "C2", "C3"))
+        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3"))
         steps.insert(len(steps) - after_p7, ("P7", lambda: bench_p7(run, args.quick)))
     io_stalls: dict[str, float] = {}
     try:

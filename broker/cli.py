@@ -1,6 +1,6 @@
 """The ``oncelog`` command: ``oncelog broker`` runs a single-node broker until SIGTERM/SIGINT; ``oncelog add-scram``
-adds SCRAM users to a data dir offline; the other commands (``topic``, ``produce``, ``consume``, ``txn``, ``group``,
-``copy``) are the bundled client's tools."""
+adds SCRAM users to a data dir offline; ``oncelog delay-service`` runs a DelayService on its own; the other commands
+(``topic``, ``produce``, ``consume``, ``txn``, ``group``, ``copy``) are the bundled client's tools."""
 
 from __future__ import annotations
 
@@ -16,9 +16,12 @@ import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.allocator import fix_malloc_thresholds
 from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
+from oncelog.broker.delay.buffer import DELAY_MAX_BUFFERED_RECORDS
+from oncelog.broker.delay.service import DelayService
 from oncelog.broker.node import BrokerNode
 from oncelog.broker.sasl.add_scram import add_scram_users, parse_spec
 from oncelog.broker.startup import StartupError
+from oncelog.client.delay import DEFAULT_DELAY_LEVELS, parse_levels
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_DATA_DIR = "./oncelog-data"
@@ -73,6 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_scram.add_argument(
         "specs", nargs="+", metavar="SPEC", help="MECHANISM=[name=NAME,password=PASSWORD[,iterations=N]]"
     )
+    delay = commands.add_parser(
+        "delay-service", help="run a DelayService as its own process (set delay.service.enable=false on the brokers)"
+    )
+    delay.add_argument("-b", "--bootstrap-server", required=True, help="HOST:PORT of a broker")
+    delay.add_argument("--levels", default=DEFAULT_DELAY_LEVELS, help="the brokers' delay.levels")
+    delay.add_argument(
+        "--transactional-id", default="__oncelog-delay-external", help="one per running service (fences a twin)"
+    )
+    delay.add_argument("--max-buffered-records", type=int, default=DELAY_MAX_BUFFERED_RECORDS)
+    delay.add_argument("--dead-letter-topic", default=None, help="for records that cannot be delivered")
+    delay.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     from oncelog.client.cli import add_subcommands
 
     add_subcommands(commands)
@@ -121,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"oncelog add-scram: {exc}", file=sys.stderr)
             return 2
         return 0
+    if args.command == "delay-service":
+        return run_delay_service(args)
     if args.command != "broker":
         from oncelog.client.cli import run
 
@@ -145,6 +161,33 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"oncelog: {cause}", file=sys.stderr)
         return EXIT_STARTUP_FAILED
+    return EXIT_OK
+
+
+def run_delay_service(args: argparse.Namespace) -> int:
+    """``oncelog delay-service``: forward delayed records until SIGTERM/SIGINT."""
+    configure_logging(args.log_level)
+    try:
+        service = DelayService(
+            args.bootstrap_server,
+            parse_levels(args.levels),
+            transactional_id=args.transactional_id,
+            max_buffered_records=args.max_buffered_records,
+            dead_letter_topic=args.dead_letter_topic,
+        )
+    except ValueError as exc:
+        print(f"oncelog delay-service: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+
+    async def serve() -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(service.run)
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    break
+
+    trio.run(serve)
     return EXIT_OK
 
 

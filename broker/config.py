@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oncelog.broker.delay.buffer import DELAY_MAX_BUFFERED_RECORDS
+from oncelog.broker.delay.topics import DELAY_TOPIC_NUM_PARTITIONS
 from oncelog.broker.kafka_properties import (
     NOT_USED,
     alias_names,
@@ -21,6 +23,7 @@ from oncelog.broker.kafka_properties import (
     resolve_aliases,
     suggestion,
 )
+from oncelog.client.delay import DEFAULT_DELAY_LEVELS, parse_levels
 from oncelog.storage.config import COMPRESSION_CODECS, LogConfig
 
 
@@ -351,6 +354,26 @@ PROPERTIES: dict[str, PropertySpec] = {
         ),
         PropertySpec("group.consumer.min.heartbeat.interval.ms", int, 5000, "Lowest consumer.heartbeat.interval.ms."),
         PropertySpec("group.consumer.max.heartbeat.interval.ms", int, 15000, "Highest consumer.heartbeat.interval.ms."),
+        # oncelog's own: delayed delivery (broker/delay, README "Delayed delivery, TTL and dead letters").
+        PropertySpec("delay.service.enable", bool, True, "Run the DelayService inside the broker."),
+        PropertySpec(
+            "delay.levels", str, DEFAULT_DELAY_LEVELS, "Delay levels, each a topic __delay-<level> (e.g. 5s, 1m, 2h)."
+        ),
+        PropertySpec(
+            "delay.topic.num.partitions", int, DELAY_TOPIC_NUM_PARTITIONS, "Partitions of each delay-level topic."
+        ),
+        PropertySpec(
+            "delay.max.buffered.records",
+            int,
+            DELAY_MAX_BUFFERED_RECORDS,
+            "Fetched records the DelayService holds per delay partition before pausing it.",
+        ),
+        PropertySpec(
+            "delay.dead.letter.topic",
+            str,
+            "",
+            "Where the DelayService sends records it cannot deliver (TTL run out, bad headers); empty: drop, log.",
+        ),
     )
 }
 
@@ -586,6 +609,13 @@ class BrokerConfig:
             raise ConfigError("queued.max.request.bytes must be positive, or -1 (unbounded)")
         if self.get_int("fetch.max.bytes") < 0:
             raise ConfigError("fetch.max.bytes must be at least 0")
+        try:
+            parse_levels(self.get_str("delay.levels"))
+        except ValueError as exc:
+            raise ConfigError(f"delay.levels: {exc}") from None
+        for name in ("delay.topic.num.partitions", "delay.max.buffered.records"):
+            if self.get_int(name) < 1:
+                raise ConfigError(f"{name} must be at least 1")
 
     def log_config(self, topic_overrides: Mapping[str, str] | None = None) -> LogConfig:
         """The storage settings of a topic: broker defaults with the topic's own overrides applied."""

@@ -26,6 +26,7 @@ from oncelog.broker.cluster.producer_ids import ClusterProducerIds
 from oncelog.broker.cluster.topic_store import EtcdTopicStore
 from oncelog.broker.cluster.view import ClusterView, ImageView, SingleNodeView
 from oncelog.broker.config import BrokerConfig, ConfigError
+from oncelog.broker.delay.embedded import embedded_service
 from oncelog.broker.dynamic_config import DYNAMIC_CONFIGS_FILE, DynamicBrokerConfigs
 from oncelog.broker.etcd.client import EtcdClient
 from oncelog.broker.etcd.connect import EtcdConnectError, parse_etcd_connect
@@ -404,6 +405,12 @@ class BrokerNode:
                     await nursery.start(self._local_follower.run)
                     assert isinstance(self.producer_ids, ClusterProducerIds)
                     await nursery.start(self.producer_ids.run)
+                if self.member is not None and self.config.get_bool("delay.service.enable"):
+                    # One service per broker would each forward every delay partition: on a cluster the service must
+                    # follow the delay partitions' leadership first (not built yet); run one `oncelog delay-service`.
+                    log.warning("delay_service_not_started", reason="a cluster member runs no embedded DelayService")
+                elif self.config.get_bool("delay.service.enable") and (delay := embedded_service(self)) is not None:
+                    nursery.start_soon(delay.run)
                 log.info(
                     "started",
                     node_id=self.node_id,

@@ -34,7 +34,7 @@ from oncelog.client.security import read_command_config
 from oncelog.client.types import ConsumerRecord, PartitionReplicas, TopicPartition
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-CLIENT_COMMANDS = ("topic", "cluster", "produce", "consume", "txn", "group", "copy")
+CLIENT_COMMANDS = ("topic", "cluster", "produce", "consume", "txn", "group", "copy", "delay", "dlq")
 #: The exit code of a command stopped by SIGINT or SIGTERM (the shell's 128 + SIGINT).
 EXIT_INTERRUPTED = 130
 #: ListOffsets' timestamp of the log-end offset.
@@ -246,7 +246,31 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     copy.add_argument("--transactional-id", default=None, help="default: oncelog-copy-IN-OUT")
     copy.add_argument("--idle-timeout-ms", type=int, default=2000, help="stop when the input is idle this long")
     copy.add_argument("--batch", type=int, default=500, help="records per transaction")
+    copy.add_argument(
+        "--retry-delays-ms",
+        default=None,
+        metavar="MS[,MS...]",
+        help="retry a record whose transform raises after these delays, then dead-letter it (needs --group)",
+    )
+    copy.add_argument("--dead-letter-topic", default=None, help="with --retry-delays-ms (default: GROUP-dlt)")
+    copy.add_argument("--delay-levels", default=None, help="the brokers' delay.levels, when not the default")
     _bootstrap(copy)
+
+    delay = subparsers.add_parser("delay", help="delayed delivery: pending records and lateness per delay level")
+    dsub = delay.add_subparsers(dest="action", required=True)
+    _bootstrap(dsub.add_parser("stats", help="per level: pending records, last forward, its largest lateness"))
+    dlq = subparsers.add_parser("dlq", help="show or replay a dead-letter topic")
+    qsub = dlq.add_subparsers(dest="action", required=True)
+    qshow = qsub.add_parser("show", help="one line per dead letter: where from, why, after how many attempts")
+    qshow.add_argument("topic")
+    qshow.add_argument("--count", type=int, default=None, help="at most this many")
+    qreplay = qsub.add_parser("replay", help="exactly-once copy back to each record's original topic")
+    qreplay.add_argument("topic")
+    qreplay.add_argument("--to", default=None, help="replay every record to this topic instead")
+    qreplay.add_argument("--group", default=None, help="the replay's group (default: oncelog-dlq-replay-TOPIC)")
+    qreplay.add_argument("--idle-timeout-ms", type=int, default=2000, help="stop when the topic is idle this long")
+    for p in (qshow, qreplay):
+        _bootstrap(p)
 
     for name in CLIENT_COMMANDS:
         subparsers.choices[name].set_defaults(client_command=name)
@@ -263,6 +287,8 @@ def run(args: argparse.Namespace, *, stdin: IO[str] | None = None, stdout: IO[st
         "txn": _txn,
         "group": _group,
         "copy": _copy,
+        "delay": _delay,
+        "dlq": _dlq,
     }[args.client_command]
     tally = Tally()
     try:
@@ -637,6 +663,8 @@ async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tal
 
     transform = load_transform(args.transform) if args.transform else None
     tid = args.transactional_id or f"oncelog-copy-{args.input}-{args.output}"
+    if args.retry_delays_ms is not None:
+        return await _copy_with_retries(args, transform, tid, out)
     copied = await copy_topic(
         args.bootstrap_server,
         args.input,
@@ -650,4 +678,89 @@ async def _copy(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tal
         **_security(args),
     )
     print(f"copied {copied[0]} records, wrote {copied[1]}", file=out)
+    return 0
+
+
+async def _delay(args: argparse.Namespace, _in: IO[str], out: IO[str], _tally: Tally) -> int:
+    from oncelog.client.delay_tools import delay_stats
+
+    print("LEVEL\tPENDING\tLAST-FORWARD-MS\tLAST-MAX-LATENESS-MS", file=out)
+    for row in await delay_stats(args.bootstrap_server, **_security(args)):
+        last = "-" if row.last_forward_ms is None else str(row.last_forward_ms)
+        lateness = "-" if row.last_max_lateness_ms is None else str(row.last_max_lateness_ms)
+        print(f"{row.topic}\t{row.pending}\t{last}\t{lateness}", file=out)
+    return 0
+
+
+async def _dlq(args: argparse.Namespace, _in: IO[str], out: IO[str], tally: Tally) -> int:
+    from oncelog.client.delay_tools import describe_dead_letter, replay
+
+    if args.action == "replay":
+        bar = ProgressBar(f"replay {args.topic}")
+        replayed, skipped = await replay(
+            args.bootstrap_server,
+            args.topic,
+            to=args.to,
+            group_id=args.group,
+            idle_timeout_ms=args.idle_timeout_ms,
+            progress=bar.update,
+            **_security(args),
+        )
+        bar.close()
+        print(f"replayed {replayed} records, skipped {skipped} without an original topic", file=out)
+        return 0
+    shown = 0
+    async with Consumer(
+        args.bootstrap_server, isolation_level="read_committed", auto_offset_reset="earliest", skip_expired=False,
+        **_security(args),
+    ) as consumer:  # fmt: skip
+        consumer.assign(await consumer.partitions_for_topic(args.topic))
+        while args.count is None or shown < args.count:
+            got = await consumer.getmany(timeout_ms=1000)
+            if not got:
+                break
+            for records in got.values():
+                for record in records:
+                    if args.count is not None and shown >= args.count:
+                        break
+                    print(json.dumps(describe_dead_letter(record)), file=out)
+                    shown += 1
+    return 0
+
+
+async def _copy_with_retries(
+    args: argparse.Namespace, transform: Callable[[ConsumerRecord], Any] | None, tid: str, out: IO[str]
+) -> int:
+    """``copy --retry-delays-ms``: the exactly-once processor, the transform as its handler."""
+    from oncelog.client.eos import outputs_of
+    from oncelog.client.processor import process
+    from oncelog.client.retry import RetryPolicy
+
+    if args.group is None:
+        raise ValueError("--retry-delays-ms needs --group (the retry and dead-letter topics are the group's)")
+    delays = tuple(int(item) for item in args.retry_delays_ms.split(",") if item.strip())
+    policy = RetryPolicy(delays_ms=delays, dead_letter_topic=args.dead_letter_topic)
+
+    def handler(record: ConsumerRecord) -> list[tuple[str, Any, Any]]:
+        result = transform(record) if transform is not None else record.value
+        return [(args.output, key, value) for key, value in outputs_of(result, record)]
+
+    extra = {"delay_levels": args.delay_levels} if args.delay_levels else {}
+    stats = await process(
+        args.bootstrap_server,
+        [args.input],
+        handler,
+        group_id=args.group,
+        transactional_id=tid,
+        policy=policy,
+        batch=args.batch,
+        idle_timeout_ms=args.idle_timeout_ms,
+        **extra,
+        **_security(args),
+    )
+    print(
+        f"copied {stats.read} records, wrote {stats.written}, retried {stats.retried}, "
+        f"dead-lettered {stats.dead_lettered}",
+        file=out,
+    )
     return 0

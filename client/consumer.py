@@ -17,9 +17,12 @@ from typing import Any
 import anyio
 from oncelog.client.assignors import ASSIGNORS
 from oncelog.client.cluster import COORDINATOR_GROUP, Cluster
+from oncelog.client.dead_letter import REASON_TTL, dead_letter_headers
 from oncelog.client.errors import ConfigError, IllegalStateError, KafkaError, error_for
+from oncelog.client.expiry import ExpiryFilter
 from oncelog.client.fetch_parse import parse_partition
 from oncelog.client.group import HEARTBEAT_INTERVAL_MS, MAX_POLL_INTERVAL_MS, SESSION_TIMEOUT_MS, GroupMember
+from oncelog.client.producer import Producer
 from oncelog.client.security import connection_security
 from oncelog.client.types import ConsumerRecord, GroupMetadata, OffsetAndMetadata, TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
@@ -69,9 +72,18 @@ class Consumer:
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
         heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
         max_poll_interval_ms: int = MAX_POLL_INTERVAL_MS,
+        skip_expired: bool = True,
+        default_ttl_ms: Mapping[str, int] | None = None,
+        dead_letter_topic: str | None = None,
         **security: Any,
     ) -> None:
-        """``security``: security_protocol with the ssl_* and sasl_* settings of ``client.security``."""
+        """``security``: security_protocol with the ssl_* and sasl_* settings of ``client.security``.
+
+        TTL: unless ``skip_expired`` is False, records past their ``oncelog-ttl-ms`` header (else past
+        ``default_ttl_ms[topic]``) are not returned; with ``dead_letter_topic`` they are written there (with the
+        ``oncelog-dead-letter-reason: ttl-expired`` and ``kafka_dlt-*`` headers) before ``getmany`` returns, so an
+        offset committed after it never covers an expired record not yet dead-lettered (at least once: a crash
+        between the two may write one twice)."""
         connection = connection_security(**security)
         if isolation_level not in _ISOLATION:
             raise ConfigError(f"isolation.level must be read_uncommitted or read_committed; got {isolation_level!r}")
@@ -96,6 +108,12 @@ class Consumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.max_poll_records = max_poll_records
+        self._expiry = ExpiryFilter(default_ttl_ms) if skip_expired else None
+        self.dead_letter_topic = dead_letter_topic
+        self._expired: list[ConsumerRecord] = []
+        self._dead_letters: Producer | None = None
+        self._bootstrap_servers = bootstrap_servers
+        self._security = security
         self._cluster = Cluster(
             bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms, security=connection
         )
@@ -152,7 +170,11 @@ class Consumer:
                 if self._member is not None and self._subscription:
                     await self._member.leave()
             finally:
-                await self._cluster.__aexit__(None, None, None)
+                try:
+                    if self._dead_letters is not None:
+                        await self._dead_letters.close()
+                finally:
+                    await self._cluster.__aexit__(None, None, None)
         self._closed = True
 
     # --- assignment and positions -------------------------------------------------------------------------
@@ -290,6 +312,7 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000
         await self._maybe_auto_commit()
         while True:
+            await self._dead_letter_expired()
             out = self._drain(wanted, limit)
             if out:
                 return out
@@ -302,6 +325,7 @@ class Consumer:
                 continue
             remaining = deadline - time.monotonic()
             await self._fetch(wanted, max(0, min(int(remaining * 1000), self.fetch_max_wait_ms)))
+            await self._dead_letter_expired()
             out = self._drain(wanted, limit)
             if out or time.monotonic() >= deadline:
                 return out
@@ -408,12 +432,38 @@ class Consumer:
                     aborted_transactions=p.aborted_transactions,
                 )
                 self._fetch_pos[tp] = next_pos
+                if records and self._expiry is not None:
+                    records, gone = self._expiry.split(records, int(time.time() * 1000))
+                    if self.dead_letter_topic is not None:
+                        self._expired.extend(gone)
                 if records:
                     self._buffer.setdefault(tp, deque()).extend(records)
         if reset:
             for tp in reset:
                 self._fetch_pos.pop(tp, None)
             await self._reset(reset, _RESET[self.auto_offset_reset])
+
+    async def _dead_letter_expired(self) -> None:
+        """Write the expired records fetched so far to the dead-letter topic and wait for their acknowledgement."""
+        if not self._expired or self.dead_letter_topic is None:
+            return
+        if self._dead_letters is None:
+            self._dead_letters = Producer(self._bootstrap_servers, client_id="oncelog-dead-letters", **self._security)
+            await self._dead_letters.start()
+        now = int(time.time() * 1000)
+        futures = []
+        for record in self._expired:
+            message = f"{record.topic}: past its time-to-live at {now}"
+            headers = dead_letter_headers(record, REASON_TTL, message, group_id=self.group_id)
+            futures.append(
+                await self._dead_letters.send(
+                    self.dead_letter_topic, record.value, record.key, headers=headers, timestamp_ms=record.timestamp
+                )
+            )
+        await self._dead_letters.flush()
+        for future in futures:
+            await future
+        self._expired.clear()
 
     # --- committed offsets (OffsetCommit / OffsetFetch, once the broker has consumer groups) -------------
 

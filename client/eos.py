@@ -8,7 +8,8 @@ group nothing records progress: a rerun starts from the beginning again.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import math
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -30,6 +31,37 @@ def outputs_of(result: Any, record: ConsumerRecord) -> list[tuple[Any, Any]]:
     if isinstance(result, tuple):
         return [(result[0], result[1])]
     return [(record.key, result)]
+
+
+async def next_batch(
+    consumer: Consumer, max_records: int, idle_timeout_ms: float | None
+) -> dict[TopicPartition, list[ConsumerRecord]]:
+    """The next records (at most ``max_records``), waiting for some up to ``idle_timeout_ms`` (None: forever);
+    empty when none came."""
+    got: dict[TopicPartition, list[ConsumerRecord]] = {}
+    with anyio.move_on_after(idle_timeout_ms / 1000 if idle_timeout_ms is not None else math.inf):
+        while not got:
+            got = await consumer.getmany(timeout_ms=200, max_records=max_records)
+    return got
+
+
+def offsets_after(got: Mapping[TopicPartition, Sequence[ConsumerRecord]]) -> dict[TopicPartition, int]:
+    """The offsets to commit once ``got`` is processed: each partition's last offset + 1."""
+    return {tp: records[-1].offset + 1 for tp, records in got.items() if records}
+
+
+@contextlib.asynccontextmanager
+async def transaction(producer: Producer) -> AsyncIterator[None]:
+    """Begin a transaction; commit it when the block ends, abort it (shielded from cancellation) when the block
+    or the commit raises, and re-raise."""
+    await producer.begin_transaction()
+    try:
+        yield
+        await producer.commit_transaction()
+    except BaseException:
+        with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError):
+            await producer.abort_transaction()
+        raise
 
 
 async def copy_topic(
@@ -55,21 +87,15 @@ async def copy_topic(
             group_id=group_id,
             isolation_level="read_committed",
             auto_offset_reset="earliest",
+            skip_expired=False,  # a copy keeps every record, expired or not
             **security,
         ) as consumer,
         Producer(bootstrap_servers, transactional_id=transactional_id, **security) as producer,
     ):
         consumer.assign(await consumer.partitions_for_topic(source))
         await producer.init_transactions()
-        while True:
-            got: dict[TopicPartition, list[ConsumerRecord]] = {}
-            with anyio.move_on_after(idle_timeout_ms / 1000):
-                while not got:
-                    got = await consumer.getmany(timeout_ms=200, max_records=batch)
-            if not got:
-                return read, written
-            await producer.begin_transaction()
-            try:
+        while got := await next_batch(consumer, batch, idle_timeout_ms):
+            async with transaction(producer):
                 for records in got.values():
                     for record in records:
                         read += 1
@@ -78,12 +104,7 @@ async def copy_topic(
                             await producer.send(destination, value, key, headers=record.headers)
                             written += 1
                 if group_id is not None:
-                    offsets = {tp: records[-1].offset + 1 for tp, records in got.items()}
-                    await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-                await producer.commit_transaction()
-                if committed is not None:
-                    committed(read, written)
-            except BaseException:
-                with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError):
-                    await producer.abort_transaction()
-                raise
+                    await producer.send_offsets_to_transaction(offsets_after(got), consumer.group_metadata())
+            if committed is not None:
+                committed(read, written)
+        return read, written

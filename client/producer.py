@@ -17,6 +17,7 @@ import anyio
 from oncelog.client.accumulator import BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, record_size
 from oncelog.client.cluster import Cluster
 from oncelog.client.config import ProducerConfig
+from oncelog.client.delay import CANCEL_TOPIC, DEFAULT_DELAY_LEVELS, parse_levels, schedule
 from oncelog.client.errors import (
     ConfigError,
     ErrorClass,
@@ -90,6 +91,8 @@ class Producer:
         """``config``: see :meth:`ProducerConfig.build`, and ``client.security`` for security_protocol, ssl_*, sasl_*;
         ``cluster`` replaces the connections (tests)."""
         security = pop_security(config)
+        #: The broker's delay.levels: the levels ``send(delay_ms=...)`` chooses from.
+        self.delay_levels = parse_levels(config.pop("delay_levels", DEFAULT_DELAY_LEVELS))
         self.config = ProducerConfig.build(**config)
         c = self.config
         self._cluster = cluster or Cluster(
@@ -184,12 +187,51 @@ class Producer:
         partition: int | None = None,
         headers: Sequence[tuple[str, Bytes]] | None = None,
         timestamp_ms: int | None = None,
+        delay_ms: int | None = None,
+        deliver_at_ms: int | None = None,
+        delay_id: str | None = None,
+        ttl_ms: int | None = None,
     ) -> Future[RecordMetadata]:
-        """Queue one record; returns a future of its RecordMetadata (``await`` it for delivery)."""
+        """Queue one record; returns a future of its RecordMetadata (``await`` it for delivery).
+
+        ``delay_ms`` / ``deliver_at_ms`` (epoch ms) delay it: it goes to a delay-level topic and the DelayService
+        delivers it to ``topic`` when due (``client.delay``); the future then tells where it entered the delay level.
+        ``delay_id`` names it for cancellation (:meth:`cancel_delayed`); ``ttl_ms`` gives it a time-to-live."""
+        topic, partition, headers, timestamp_ms = self.route_delayed(
+            topic, partition, headers, timestamp_ms, delay_ms, deliver_at_ms, delay_id, ttl_ms
+        )
         record, count = self.prepare_send(topic, value, key, partition, headers, timestamp_ms)
         if count is None:
             count = await self._cluster.partitions_for(topic)
         return self.append_record(topic, record, partition, count)
+
+    def route_delayed(
+        self,
+        topic: str,
+        partition: int | None,
+        headers: Sequence[tuple[str, Bytes]] | None,
+        timestamp_ms: int | None,
+        delay_ms: int | None,
+        deliver_at_ms: int | None,
+        delay_id: str | None,
+        ttl_ms: int | None,
+    ) -> tuple[str, int | None, Sequence[tuple[str, Bytes]] | None, int | None]:
+        """Where ``send`` writes a record given its delay and TTL options (``client.delay.schedule``); unchanged
+        without them."""
+        if delay_ms is None and deliver_at_ms is None and delay_id is None and ttl_ms is None:
+            return topic, partition, headers, timestamp_ms
+        return schedule(
+            self.delay_levels,
+            topic,
+            partition,
+            headers,
+            int(time.time() * 1000),
+            delay_ms=delay_ms,
+            deliver_at_ms=deliver_at_ms,
+            delay_id=delay_id,
+            ttl_ms=ttl_ms,
+            timestamp_ms=timestamp_ms,
+        )
 
     def prepare_send(
         self,
@@ -246,6 +288,12 @@ class Producer:
         if new or full or self.config.linger_ms == 0 or (self._txn is not None and self._txn.new_partitions):
             self._wakeup()
         return fut
+
+    async def cancel_delayed(self, delay_id: str) -> Future[RecordMetadata]:
+        """Cancel the pending delayed record(s) sent with ``delay_id``: a record to the compacted cancel topic (in the
+        open transaction, if any). It takes effect for a record due at least a fetch wait (200 ms) after it is
+        acknowledged; a record already delivered stays delivered."""
+        return await self.send(CANCEL_TOPIC, b"cancel", delay_id)
 
     async def send_and_wait(self, topic: str, value: Bytes, key: Bytes = None, **kw: Any) -> RecordMetadata:
         """``send`` and wait for delivery."""

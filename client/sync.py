@@ -260,11 +260,19 @@ class Producer(_Blocking):
         partition: int | None = None,
         headers: Any = None,
         timestamp_ms: int | None = None,
+        delay_ms: int | None = None,
+        deliver_at_ms: int | None = None,
+        delay_id: str | None = None,
+        ttl_ms: int | None = None,
     ) -> DeliveryHandle:
-        """Hand one record over; raises at once what the async ``send`` raises before queueing."""
+        """Hand one record over; raises at once what the async ``send`` raises before queueing. The delay and TTL
+        options are the async ``send``'s."""
         producer, handoff = self._async, self._handoff
         if handoff is None:
             raise IllegalStateError("the producer is closed")
+        topic, partition, headers, timestamp_ms = producer.route_delayed(
+            topic, partition, headers, timestamp_ms, delay_ms, deliver_at_ms, delay_id, ttl_ms
+        )
         record, count = producer.prepare_send(topic, value, key, partition, headers, timestamp_ms)
         handle = DeliveryHandle(self)
         if count is None:  # metadata to fetch: the async send does it (and raises for an unknown topic)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import trio
 from oncelog.broker.authorized_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS
+from oncelog.broker.delay.topics import delay_topic_spec
 from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
@@ -99,6 +100,8 @@ async def handle(broker: Broker, request: Request) -> dict:
                 topics.append(topic_entry(broker, topic))
             elif name is None or topic_name_problem(name) is not None:
                 topics.append(error_entry(name or "", ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif (spec := delay_topic_spec(broker.config, name)) is not None:
+                topics.append(topic_entry(broker, await broker.topics.ensure_internal(name, *spec)))
             elif allow_create and name not in INTERNAL_TOPICS:
                 outcome = await broker.topics.create(name)
                 if outcome.topic is not None:

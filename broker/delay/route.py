@@ -1,0 +1,126 @@
+"""What the DelayService does with one record of a delay level, as a pure function of the record and the time.
+
+A record in level L is acted on at ``min(entered + L, deliver_at)``, ``entered`` being its timestamp in the level topic
+(the time it was appended there). Acting means, in this order: drop it when its delay id was cancelled; dead-letter it
+when it is malformed or its TTL ran out; deliver it when due; else move it to the longest level not longer than the
+remaining delay; else (less than the smallest level remains) wait for the due time if the record is in the smallest
+level and due within that level's duration of entering it, or else enter the smallest level (again). So only the
+smallest level ever waits past a record's act time, and never past its entry plus that level's duration: a record put
+in the longest level not longer than its delay is acted on in its partition's append order, only a partition's head
+needs watching, and a waiting head holds the records behind it for less than the smallest level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Sequence
+from dataclasses import dataclass
+
+from oncelog.client.dead_letter import REASON_TTL
+from oncelog.client.delay import (
+    DELAY_ID_HEADER,
+    DELIVER_AT_HEADER,
+    ORIGINAL_TIMESTAMP_HEADER,
+    PARTITION_HEADER,
+    TARGET_HEADER,
+    DelayLevel,
+    choose_level,
+    expired,
+    header_int,
+    header_value,
+)
+from oncelog.client.types import ConsumerRecord
+
+REASON_INVALID = "invalid-delay-headers"
+REASON_NO_TARGET = "target-unavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing to do before ``until_ms``."""
+
+    until_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Due: send to ``target`` (``partition``, or the key's partition when None) with the original timestamp."""
+
+    target: str
+    partition: int | None
+    deliver_at_ms: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """Not due yet: move to ``level`` (the record enters it now)."""
+
+    level: DelayLevel
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """Undeliverable (``reason``, ``detail``): to the dead-letter topic when one is configured, else dropped."""
+
+    reason: str
+    detail: str
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """Its ``oncelog-delay-id`` was cancelled: dropped."""
+
+    delay_id: str
+
+
+Action = Wait | Deliver | Hop | DeadLetter | Cancelled
+
+
+def delay_id_of(record: ConsumerRecord) -> str | None:
+    raw = header_value(record.headers, DELAY_ID_HEADER)
+    return raw.decode(errors="replace") if raw is not None else None
+
+
+def route(
+    record: ConsumerRecord,
+    level: DelayLevel,
+    levels: Sequence[DelayLevel],
+    now_ms: int,
+    cancelled: Container[str] = (),
+) -> Action:
+    """The action for ``record`` of ``level`` at ``now_ms`` (see the module docstring)."""
+    headers = record.headers
+    try:
+        deliver_at = header_int(headers, DELIVER_AT_HEADER)
+        partition = header_int(headers, PARTITION_HEADER)
+        original = header_int(headers, ORIGINAL_TIMESTAMP_HEADER)
+        raw_target = header_value(headers, TARGET_HEADER)
+        target = raw_target.decode() if raw_target is not None else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        return DeadLetter(REASON_INVALID, str(exc), record.timestamp)
+    timestamp = original if original is not None else record.timestamp
+    if deliver_at is None or not target:
+        missing = DELIVER_AT_HEADER if deliver_at is None else TARGET_HEADER
+        return DeadLetter(REASON_INVALID, f"header {missing} is missing", timestamp)
+    if partition is not None and partition < 0:
+        return DeadLetter(REASON_INVALID, f"header {PARTITION_HEADER} is negative", timestamp)
+    act_at = min(record.timestamp + level.ms, deliver_at)
+    if now_ms < act_at:
+        return Wait(act_at)
+    delay_id = delay_id_of(record)
+    if delay_id is not None and delay_id in cancelled:
+        return Cancelled(delay_id)
+    if expired(timestamp, headers, now_ms):
+        return DeadLetter(REASON_TTL, f"{record.topic}: the record's oncelog-ttl-ms ran out while delayed", timestamp)
+    if now_ms >= deliver_at:
+        return Deliver(target, partition, deliver_at, timestamp)
+    next_level = choose_level(levels, deliver_at - now_ms)
+    if next_level is not None:
+        return Hop(next_level, timestamp)
+    if level == levels[0] and deliver_at <= record.timestamp + level.ms:
+        return Wait(deliver_at)
+    # Less than the smallest level remains, but waiting for it here would hold this partition's later records past
+    # the time they entered plus the smallest level: it enters the smallest level (again) and waits there.
+    return Hop(levels[0], timestamp)

@@ -1,0 +1,343 @@
+"""The DelayService: consumes every delay level, and when a record is due forwards it to its target (or moves it to a
+lower level), each batch of forwards one transaction with the consumed offsets.
+
+Guarantees:
+- exactly once across crashes: a record's forward (delivery, move to another level, dead-lettering, or the
+  cancellation's clean-up) commits in the same transaction as its level partition's consumed offset, with a
+  read_committed consumer, so after a crash the service resumes at the committed offsets and nothing is forwarded
+  twice or lost;
+- never before due, and (for a record whose level was chosen by ``choose_level``) within the smallest level's
+  duration after due plus the time of one forward, because one partition's records are acted on in append order
+  (``route``) and only a wait shorter than the smallest level can hold a partition's later records;
+- memory bounded: at most ``delay.max.buffered.records`` fetched records per level partition (plus one fetch
+  response); a partition holding that many is not fetched (paused) until its head has been forwarded;
+- cancellations: the cancel topic is read to its end before the first forward, then with every fetch; a
+  cancellation acknowledged at least ``DISCOVERY_INTERVAL_S`` before the record's due time takes effect;
+- nothing is created on the broker until a producer first uses a delay level: the service polls for the level
+  topics (and for partitions and levels added later) every ``DISCOVERY_INTERVAL_S``.
+
+Any error ends the round: the open transaction is aborted, clients are closed, and the service starts again from the
+committed offsets after ``RESTART_BACKOFF_S`` (so a broker restart under a separate service costs a retry, not data).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+from oncelog.broker.delay.buffer import DELAY_MAX_BUFFERED_RECORDS, PartitionBuffer
+from oncelog.broker.delay.route import REASON_NO_TARGET, Action, Cancelled, DeadLetter, Deliver, Hop, route
+from oncelog.client.admin import Admin
+from oncelog.client.consumer import Consumer
+from oncelog.client.dead_letter import dead_letter_headers
+from oncelog.client.delay import (
+    CANCEL_TOPIC,
+    DELAY_HEADERS,
+    ORIGINAL_TIMESTAMP_HEADER,
+    DelayLevel,
+    commit_metadata,
+)
+from oncelog.client.eos import transaction
+from oncelog.client.errors import KafkaError, KafkaTimeoutError
+from oncelog.client.producer import Producer
+from oncelog.client.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from oncelog.protocol import ErrorCode
+
+log = structlog.get_logger(__name__)
+
+#: The group under which the service commits its consumed offsets of the level topics.
+DELAY_GROUP_ID = "__oncelog-delay"
+#: Records forwarded in one transaction at most (bounds a transaction's size and the time between commits).
+MAX_RECORDS_PER_TRANSACTION = 5000
+#: Longest fetch wait when nothing is due sooner: how often new records and cancellations are looked at.
+IDLE_WAIT_MS = 200
+RESTART_BACKOFF_S = 1.0
+#: How often the service looks for delay topics and partitions created since (the first use of a level, or of
+#: cancellation, is seen within this).
+DISCOVERY_INTERVAL_S = 1.0
+#: Latenesses of the last deliveries kept for ``stats``.
+LATENESS_WINDOW = 1000
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class LevelStats:
+    """Counts since the service started, per level."""
+
+    delivered: int = 0
+    moved: int = 0
+    dead_lettered: int = 0
+    cancelled: int = 0
+    buffered: int = 0
+
+
+@dataclass
+class DelayStats:
+    """What the service has done; ``lateness_ms`` holds the last deliveries' lateness (delivery time - due)."""
+
+    levels: dict[str, LevelStats] = field(default_factory=dict)
+    lateness_ms: deque[int] = field(default_factory=lambda: deque(maxlen=LATENESS_WINDOW))
+    transactions: int = 0
+    restarts: int = 0
+
+
+class DelayService:
+    """Run with ``await service.run()`` (anyio: trio or asyncio); see the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        levels: Sequence[DelayLevel],
+        *,
+        transactional_id: str,
+        group_id: str = DELAY_GROUP_ID,
+        max_buffered_records: int = DELAY_MAX_BUFFERED_RECORDS,
+        dead_letter_topic: str | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        **security: Any,
+    ) -> None:
+        if not levels:
+            raise ValueError("the DelayService needs at least one delay level")
+        self.bootstrap_servers = bootstrap_servers
+        self.levels = tuple(sorted(levels))
+        self.transactional_id = transactional_id
+        self.group_id = group_id
+        self.max_buffered_records = max_buffered_records
+        self.dead_letter_topic = dead_letter_topic or None
+        self._clock_ms = clock_ms
+        self._security = security
+        self._by_topic = {level.topic: level for level in self.levels}
+        self.stats = DelayStats(levels={level.name: LevelStats() for level in self.levels})
+        #: Delay ids with a pending cancellation (from the cancel topic).
+        self.cancelled: set[str] = set()
+        #: Set once the first round is consuming (tests wait for it).
+        self.ready = anyio.Event()
+
+    async def run(self) -> None:
+        """Forward until cancelled, restarting a failed round from the committed offsets. No error but cancellation
+        leaves: inside a broker, a failing service must not stop the broker."""
+        while True:
+            try:
+                await self._round()
+            except (KafkaError, OSError) as exc:
+                self.stats.restarts += 1
+                log.warning("delay_service_restart", error=f"{type(exc).__name__}: {exc}")
+            except Exception:
+                self.stats.restarts += 1
+                log.exception("delay_service_failed")
+            await anyio.sleep(RESTART_BACKOFF_S)
+
+    async def _round(self) -> None:
+        async with Admin(self.bootstrap_servers, client_id="oncelog-delay-service", **self._security) as admin:
+            topics = await self._wait_for_delay_topics(admin)
+            async with (
+                Consumer(
+                    self.bootstrap_servers,
+                    group_id=self.group_id,
+                    isolation_level="read_committed",
+                    auto_offset_reset="earliest",
+                    client_id="oncelog-delay-service",
+                    skip_expired=False,
+                    **self._security,
+                ) as consumer,
+                Producer(
+                    self.bootstrap_servers,
+                    transactional_id=self.transactional_id,
+                    client_id="oncelog-delay-service",
+                    linger_ms=0,
+                    **self._security,
+                ) as producer,
+            ):
+                await producer.init_transactions()
+                self.cancelled.clear()
+                buffers: dict[TopicPartition, PartitionBuffer] = {}
+                cancel_tps: list[TopicPartition] = []
+                await self._assign(consumer, topics, buffers, cancel_tps)
+                self.ready.set()
+                rediscover_at = time.monotonic() + DISCOVERY_INTERVAL_S
+                wait_ms = 0
+                while True:
+                    if time.monotonic() >= rediscover_at:
+                        await self._assign(consumer, await admin.list_topics(), buffers, cancel_tps)
+                        rediscover_at = time.monotonic() + DISCOVERY_INTERVAL_S
+                    active = [tp for tp, buffer in buffers.items() if not buffer.full] + cancel_tps
+                    got: dict[TopicPartition, list[ConsumerRecord]] = {}
+                    if active:
+                        got = await consumer.getmany(
+                            *active, timeout_ms=wait_ms, max_records=MAX_RECORDS_PER_TRANSACTION
+                        )
+                    else:  # every partition paused (getmany() without partitions would fetch them all)
+                        await anyio.sleep(wait_ms / 1000)
+                    for tp, records in got.items():
+                        if tp.topic == CANCEL_TOPIC:
+                            self._read_cancellations(records)
+                        elif (refetch := buffers[tp].extend(records)) is not None:
+                            consumer.seek(tp, refetch)  # past the bound: handed back, fetched again later
+                    batch, next_due = self._take_due(buffers)
+                    if batch:
+                        await self._forward(producer, consumer, batch)
+                        wait_ms = 0
+                    else:
+                        until = IDLE_WAIT_MS if next_due is None else next_due - self._clock_ms()
+                        wait_ms = max(0, min(until, IDLE_WAIT_MS))
+                    for tp, buffer in buffers.items():
+                        self.stats.levels[self._by_topic[tp.topic].name].buffered = len(buffer)
+
+    async def _wait_for_delay_topics(self, admin: Admin) -> dict[str, int]:
+        """The topics once a delay level topic exists. Until a producer first uses one, the service takes no
+        resources of the broker: no topics, no transactional id, no group."""
+        while True:
+            topics = await admin.list_topics()
+            if any(topic in self._by_topic for topic in topics):
+                return topics
+            await anyio.sleep(DISCOVERY_INTERVAL_S)
+
+    async def _assign(
+        self,
+        consumer: Consumer,
+        topics: dict[str, int],
+        buffers: dict[TopicPartition, PartitionBuffer],
+        cancel_tps: list[TopicPartition],
+    ) -> None:
+        """Consume every partition of the delay topics in ``topics`` (those found since the last call join; the
+        others keep their positions and buffers). A new cancel partition is read to its end first."""
+        new_cancel = [
+            TopicPartition(CANCEL_TOPIC, p)
+            for p in range(topics.get(CANCEL_TOPIC, 0))
+            if TopicPartition(CANCEL_TOPIC, p) not in cancel_tps
+        ]
+        new_levels = [
+            TopicPartition(topic, p)
+            for topic in self._by_topic
+            for p in range(topics.get(topic, 0))
+            if TopicPartition(topic, p) not in buffers
+        ]
+        if not new_cancel and not new_levels:
+            return
+        for tp in new_levels:
+            buffers[tp] = PartitionBuffer(tp, self.max_buffered_records)
+        cancel_tps.extend(new_cancel)
+        consumer.assign([*buffers, *cancel_tps])
+        if new_cancel:
+            await consumer.seek_to_beginning(*new_cancel)
+            await self._catch_up_cancellations(consumer, new_cancel)
+
+    async def _catch_up_cancellations(self, consumer: Consumer, cancel_tps: list[TopicPartition]) -> None:
+        """Read the cancel topic up to its end as of now, so no record due now is forwarded past its cancellation."""
+        ends = await consumer.list_offsets(cancel_tps, -1)
+        while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+            for records in (await consumer.getmany(*cancel_tps, timeout_ms=IDLE_WAIT_MS)).values():
+                self._read_cancellations(records)
+
+    def _read_cancellations(self, records: list[ConsumerRecord]) -> None:
+        for record in records:
+            if record.key is None:
+                continue
+            delay_id = record.key.decode(errors="replace")
+            if record.value is None:
+                self.cancelled.discard(delay_id)
+            else:
+                self.cancelled.add(delay_id)
+
+    def _take_due(
+        self, buffers: dict[TopicPartition, PartitionBuffer]
+    ) -> tuple[list[tuple[ConsumerRecord, Action]], int | None]:
+        """The due head records of every partition (up to a transaction's worth) and the earliest next due time."""
+        now = self._clock_ms()
+        batch: list[tuple[ConsumerRecord, Action]] = []
+        next_due: int | None = None
+        for tp, buffer in buffers.items():
+            level = self._by_topic[tp.topic]
+            room = MAX_RECORDS_PER_TRANSACTION - len(batch)
+            if room <= 0:
+                return batch, now
+            taken, due = buffer.take_due(lambda r, lv=level: route(r, lv, self.levels, now, self.cancelled), room)
+            batch.extend(taken)
+            if due is not None and (next_due is None or due < next_due):
+                next_due = due
+        return batch, next_due
+
+    async def _forward(
+        self, producer: Producer, consumer: Consumer, batch: list[tuple[ConsumerRecord, Action]]
+    ) -> None:
+        """One transaction: every action of ``batch`` and the offsets after its records."""
+        now = self._clock_ms()
+        delivered: list[int] = []
+        counts: list[tuple[str, str]] = []
+        async with transaction(producer):
+            offsets: dict[TopicPartition, int] = {}
+            lateness: dict[TopicPartition, int] = {}
+            for record, action in batch:
+                tp = TopicPartition(record.topic, record.partition)
+                kind = await self._apply(producer, record, action, now)
+                counts.append((record.topic, kind))
+                if isinstance(action, Deliver) and kind == "delivered":
+                    delivered.append(now - action.deliver_at_ms)
+                    lateness[tp] = max(lateness.get(tp, 0), now - action.deliver_at_ms)
+                offsets[tp] = record.offset + 1
+            # The committed offsets' metadata tells ``oncelog delay stats`` when and how late the last forwards were.
+            committed = {
+                tp: OffsetAndMetadata(offset, commit_metadata(now, lateness.get(tp))) for tp, offset in offsets.items()
+            }
+            await producer.send_offsets_to_transaction(committed, consumer.group_metadata())
+        self.stats.transactions += 1
+        self.stats.lateness_ms.extend(delivered)
+        for topic, kind in counts:
+            level_stats = self.stats.levels[self._by_topic[topic].name]
+            setattr(level_stats, kind, getattr(level_stats, kind) + 1)
+
+    async def _apply(self, producer: Producer, record: ConsumerRecord, action: Action, now: int) -> str:
+        """Queue ``action``'s records in the open transaction; returns the LevelStats counter it counts under."""
+        if isinstance(action, Hop):
+            headers = [(k, v) for k, v in record.headers if k != ORIGINAL_TIMESTAMP_HEADER]
+            headers.append((ORIGINAL_TIMESTAMP_HEADER, str(action.timestamp_ms).encode()))
+            await producer.send(action.level.topic, record.value, record.key, headers=headers, timestamp_ms=now)
+            return "moved"
+        if isinstance(action, Deliver):
+            headers = [(k, v) for k, v in record.headers if k not in DELAY_HEADERS]
+            try:
+                await producer.send(
+                    action.target,
+                    record.value,
+                    record.key,
+                    partition=action.partition,
+                    headers=headers,
+                    timestamp_ms=action.timestamp_ms,
+                )
+            except KafkaError as exc:
+                if not isinstance(exc, KafkaTimeoutError) and exc.code not in _NO_TARGET_CODES:
+                    raise
+                detail = f"cannot deliver to {action.target} partition {action.partition}: {exc}"
+                return await self._dead_letter(producer, record, DeadLetter(REASON_NO_TARGET, detail, record.timestamp))
+            return "delivered"
+        if isinstance(action, Cancelled):
+            self.cancelled.discard(action.delay_id)
+            # The cancellation has done its work: a tombstone lets compaction remove it (same transaction).
+            await producer.send(CANCEL_TOPIC, None, action.delay_id)
+            return "cancelled"
+        assert isinstance(action, DeadLetter)
+        return await self._dead_letter(producer, record, action)
+
+    async def _dead_letter(self, producer: Producer, record: ConsumerRecord, action: DeadLetter) -> str:
+        if self.dead_letter_topic is None:
+            log.warning(
+                "delay_record_dropped", topic=record.topic, partition=record.partition, offset=record.offset,
+                reason=action.reason, detail=action.detail,
+            )  # fmt: skip
+        else:
+            headers = dead_letter_headers(record, action.reason, action.detail, timestamp_ms=action.timestamp_ms)
+            await producer.send(
+                self.dead_letter_topic, record.value, record.key, headers=headers, timestamp_ms=action.timestamp_ms
+            )
+        return "dead_lettered"
+
+
+_NO_TARGET_CODES = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION})
