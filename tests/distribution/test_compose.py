@@ -214,3 +214,54 @@ def test_the_health_checks_answer(compose: ComposeOutsideDocker) -> None:
     for broker in BROKERS:
         assert compose.healthcheck(broker, ["CMD", *image_check]) == 0, broker
     assert compose.healthcheck("etcd", SERVICES["etcd"]["healthcheck"]["test"]) == 0
+
+
+def readme_cluster_commands() -> list[str]:
+    """The commands of README's "same cluster without Docker" block, in order."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Cluster\n") :]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    block = next(b for b in blocks if "etcd --data-dir" in b)
+    return [line.rstrip(" &") for line in block.strip().splitlines()]
+
+
+def test_readme_s_cluster_commands_make_a_cluster(tmp_path: Path) -> None:
+    commands = readme_cluster_commands()
+    assert commands[0].startswith("etcd ") and len(commands) == 4
+    ports: dict[str, str] = {}
+
+    def local(line: str) -> list[str]:
+        line = re.sub(r":(\d{4,5})\b", lambda m: ":" + ports.setdefault(m[1], str(free_port())), line)
+        line = line.replace("/tmp/etcd-data", str(tmp_path / "etcd-data"))
+        argv = line.split()
+        if argv[0] == "oncelog":
+            argv[0] = str(Path(sys.executable).parent / "oncelog")
+            argv[argv.index("--data-dir") + 1] = str(tmp_path / argv[argv.index("--data-dir") + 1])
+        return argv
+
+    procs = []
+    try:
+        for line in commands:
+            procs.append(
+                subprocess.Popen(local(line), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+            )
+        brokers = ",".join(f"127.0.0.1:{ports[p]}" for p in ("19092", "29092", "39092"))
+        admin = AdminClient({"bootstrap.servers": brokers})
+        deadline = time.monotonic() + START_DEADLINE_S
+        while True:
+            try:
+                metadata = admin.list_topics(timeout=5)
+                if sorted(metadata.brokers) == [1, 2, 3] and metadata.controller_id in (1, 2, 3):
+                    break
+            except Exception:  # not up yet
+                pass
+            assert time.monotonic() < deadline, "README's cluster did not form"
+            time.sleep(0.2)
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
