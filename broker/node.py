@@ -187,6 +187,7 @@ class BrokerNode:
             lambda topic, partition: self.logs.get(topic, partition) is not None,
             self.replicas.leader_epoch,
         )
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
         self._local_follower: LocalFollower | None = None
         #: Connections to the other brokers of a cluster (None on a single node).
         self.peers: PeerConnections | None = None
@@ -201,7 +202,6 @@ class BrokerNode:
         #: not change a log's segments at once.
         self._housekeeping = trio.Lock()
         self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
-        self.scram_credentials = ScramCredentialStore(self.data_dir)
         self.group_configs = GroupConfigs(self.data_dir)
         #: Request bytes in flight on every listener (``queued.max.request.bytes``).
         self.request_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
@@ -239,7 +239,9 @@ class BrokerNode:
         """Wire topics, the cluster view and producer ids to the cluster's metadata in etcd."""
         member = self.member
         assert member is not None
-        self._local_follower = LocalFollower(self.node_id, member.follower, self.metadata, self.topics, self.replicas)
+        self._local_follower = LocalFollower(
+            self.node_id, member.follower, self.metadata, self.topics, self.replicas, self.scram_credentials
+        )
         self.topics.cluster = EtcdTopicStore(client, layout, self._local_follower)
         self.cluster = ImageView(lambda: member.image, self.listeners[0].name)
         self.producer_ids = ClusterProducerIds(

@@ -37,6 +37,10 @@ class LocalTopics(Protocol):
     async def remove_local(self, name: str) -> None: ...
 
 
+class LocalCredentials(Protocol):
+    def replace(self, payload: bytes) -> None: ...
+
+
 class LocalReplicas(Protocol):
     def apply_partition_state(self, topic: str, partition: int, state: PartitionState, *, now_ms: int) -> object: ...
 
@@ -51,6 +55,7 @@ class LocalFollower:
         metadata: MetadataStore,
         topics: LocalTopics,
         replicas: LocalReplicas,
+        credentials: LocalCredentials,
         *,
         on_applied: Callable[[MetadataImage], Awaitable[None]] | None = None,
     ) -> None:
@@ -59,6 +64,7 @@ class LocalFollower:
         self._metadata = metadata
         self._topics = topics
         self._replicas = replicas
+        self._credentials = credentials
         self._on_applied = on_applied
         self.applied = MetadataImage()
         self._changed = trio.Event()
@@ -81,6 +87,10 @@ class LocalFollower:
         return False
 
     async def _apply(self, image: MetadataImage) -> None:
+        if image.scram_credentials is not None and image.scram_credentials != self.applied.scram_credentials:
+            # The cluster's credentials replace this broker's (until first altered on the cluster, each broker
+            # keeps those of its data dir, e.g. written by `oncelog add-scram`).
+            self._credentials.replace(image.scram_credentials)
         for name, local in list(self._metadata.topics.items()):
             record = image.topics.get(name)
             if record is None or topic_uuid(record.topic_id) != local.topic_id:

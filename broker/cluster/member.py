@@ -159,6 +159,17 @@ class ClusterMember:
                 results[(topic, index)] = refused
         return results
 
+    async def store_scram_credentials(self, payload: bytes, timeout_s: float) -> bool:
+        """Store the cluster's SCRAM credentials (AlterUserScramCredentials); True once this broker's image has
+        them (every broker's does shortly after)."""
+        await self.client.put(self.layout.scram_credentials, payload)
+        with trio.move_on_after(timeout_s):
+            image = self.image
+            while image.scram_credentials != payload:
+                image = await self.follower.next_image(after=image.revision)
+            return True
+        return False
+
     async def _cluster_id(self) -> str:
         """The cluster's id: read, or written by the first broker ever (create-if-absent, so all agree)."""
         key = self.layout.cluster_id

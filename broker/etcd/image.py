@@ -37,6 +37,8 @@ class MetadataImage:
 
     revision: int = 0
     cluster_id: str | None = None
+    #: Every SCRAM credential of the cluster (``sasl.credentials.encode_credentials``), None until first altered.
+    scram_credentials: bytes | None = None
     controller: Controller | None = None
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _frozen({}))
     topics: Mapping[str, TopicRecord] = field(default_factory=lambda: _frozen({}))
@@ -113,7 +115,7 @@ class MetadataFollower:
     def _apply(self, revision: int, changes: list[tuple[KeyValue, bool]]) -> None:
         image = self.image
         brokers, topics, partitions = dict(image.brokers), dict(image.topics), dict(image.partitions)
-        cluster_id, controller = image.cluster_id, image.controller
+        cluster_id, controller, scram = image.cluster_id, image.controller, image.scram_credentials
         for kv, deleted in changes:
             path = kv.key[len(self._layout.root) :].split("/")
             match path:
@@ -121,6 +123,8 @@ class MetadataFollower:
                     cluster_id = None if deleted else kv.value.decode()
                 case ["controller"]:
                     controller = None if deleted else Controller.from_kv(kv)
+                case ["scram_credentials"]:
+                    scram = None if deleted else kv.value
                 case ["brokers", broker_id]:
                     if deleted:
                         brokers.pop(int(broker_id), None)
@@ -137,12 +141,13 @@ class MetadataFollower:
                     else:
                         partitions[(topic_id, int(index))] = PartitionState.from_json(kv.value)
                 case _:
-                    pass  # keys of later features (producer id blocks, credentials) are not part of the image
+                    pass  # keys no broker follows (the producer id block) are not part of the image
         self.image = replace(
             image,
             revision=max(revision, image.revision),
             cluster_id=cluster_id,
             controller=controller,
+            scram_credentials=scram,
             brokers=_frozen(brokers),
             topics=_frozen(topics),
             partitions=_frozen(partitions),

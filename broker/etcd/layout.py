@@ -7,6 +7,7 @@ ROOT/controller                  the controller's broker id, under its lease; cr
 ROOT/topics/<name>               TopicRecord: topic id, partition count, config overrides
 ROOT/partitions/<topic id>/<p>   PartitionState: replicas, isr, leader, leader_epoch, partition_epoch
 ROOT/producer_id_block           the end of the last producer id block claimed
+ROOT/scram_credentials           every SCRAM credential of the cluster (the data dir file's JSON), once altered
 ```
 
 Every value is a small JSON object; a change to partition state is a transaction guarded by the key's revision
@@ -45,6 +46,10 @@ class Layout:
     @property
     def producer_id_block(self) -> str:
         return self._connect.key("producer_id_block")
+
+    @property
+    def scram_credentials(self) -> str:
+        return self._connect.key("scram_credentials")
 
     @property
     def brokers(self) -> str:

@@ -66,39 +66,19 @@ class ScramCredentialStore:
         self._credentials: dict[str, dict[str, ScramCredential]] = {}
 
     def load(self) -> None:
-        if not self._path.exists():
-            return
-        raw = json.loads(self._path.read_text())
-        self._credentials = {
-            user: {
-                mechanism: ScramCredential(
-                    base64.b64decode(entry["salt"]),
-                    base64.b64decode(entry["stored_key"]),
-                    base64.b64decode(entry["server_key"]),
-                    int(entry["iterations"]),
-                )
-                for mechanism, entry in mechanisms.items()
-            }
-            for user, mechanisms in raw["users"].items()
-        }
+        if self._path.exists():
+            self._credentials = decode_credentials(self._path.read_bytes())
 
     def _save(self, credentials: dict[str, dict[str, ScramCredential]]) -> None:
-        payload = {
-            "version": _FILE_VERSION,
-            "users": {
-                user: {
-                    mechanism: {
-                        "salt": _b64(c.salt),
-                        "stored_key": _b64(c.stored_key),
-                        "server_key": _b64(c.server_key),
-                        "iterations": c.iterations,
-                    }
-                    for mechanism, c in sorted(mechanisms.items())
-                }
-                for user, mechanisms in sorted(credentials.items())
-            },
-        }
-        atomic_write(self._path, json.dumps(payload, indent=1).encode())
+        atomic_write(self._path, encode_credentials(credentials))
+
+    def replace(self, payload: bytes) -> None:
+        """Take every credential from ``payload`` (``encode_credentials``: a cluster's, from etcd), kept in the data
+        dir too."""
+        credentials = decode_credentials(payload)
+        if credentials != self._credentials:
+            self._save(credentials)
+            self._credentials = credentials
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._credentials.get(user, {}).get(mechanism)
@@ -113,6 +93,17 @@ class ScramCredentialStore:
     def alter(self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]) -> list[dict]:
         """Apply a KIP-554 request; returns its per-user results. Durable before it returns; raises OSError (nothing
         changed) when the file cannot be written."""
+        updated, results = self.plan(deletions, upsertions)
+        if updated is not None:
+            self._save(updated)
+            self._credentials = updated
+        return results
+
+    def plan(
+        self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
+    ) -> tuple[dict[str, dict[str, ScramCredential]] | None, list[dict]]:
+        """What a KIP-554 request would make of the credentials (None: no change) and its per-user results; nothing
+        is changed (a cluster stores the outcome in etcd first: ``encode_credentials``)."""
         errors: dict[str, tuple[int, str]] = {}
         to_delete: dict[str, Deletion] = {}
         to_upsert: dict[str, Upsertion] = {}
@@ -155,12 +146,9 @@ class ScramCredentialStore:
             updated.setdefault(upsertion.name, {})[mechanism] = ScramCredential.from_salted_password(
                 mechanism, upsertion.salt, upsertion.salted_password, upsertion.iterations
             )
-        if to_delete or to_upsert:
-            self._save(updated)
-            self._credentials = updated
         results = [_result(name, ErrorCode.NONE, None) for name in (*to_delete, *to_upsert)]
         results += [_result(name, code, message) for name, (code, message) in errors.items()]
-        return results
+        return (updated if to_delete or to_upsert else None), results
 
     def describe(self, users: Iterable[str] | None) -> list[dict]:
         """Per-user results of DescribeUserScramCredentials; ``users`` None or empty: every user."""
@@ -189,6 +177,42 @@ class ScramCredentialStore:
             ]
             results.append({**_result(user, ErrorCode.NONE, None), "credential_infos": infos})
         return results
+
+
+def encode_credentials(credentials: dict[str, dict[str, ScramCredential]]) -> bytes:
+    """The credentials as stored (the data dir's file, a cluster's etcd key): JSON, salts and keys in base64."""
+    payload = {
+        "version": _FILE_VERSION,
+        "users": {
+            user: {
+                mechanism: {
+                    "salt": _b64(c.salt),
+                    "stored_key": _b64(c.stored_key),
+                    "server_key": _b64(c.server_key),
+                    "iterations": c.iterations,
+                }
+                for mechanism, c in sorted(mechanisms.items())
+            }
+            for user, mechanisms in sorted(credentials.items())
+        },
+    }
+    return json.dumps(payload, indent=1).encode()
+
+
+def decode_credentials(data: bytes) -> dict[str, dict[str, ScramCredential]]:
+    raw = json.loads(data)
+    return {
+        user: {
+            mechanism: ScramCredential(
+                base64.b64decode(entry["salt"]),
+                base64.b64decode(entry["stored_key"]),
+                base64.b64decode(entry["server_key"]),
+                int(entry["iterations"]),
+            )
+            for mechanism, entry in mechanisms.items()
+        }
+        for user, mechanisms in raw["users"].items()
+    }
 
 
 def _result(user: str, code: int, message: str | None) -> dict:

@@ -19,6 +19,9 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 from support.cluster import Cluster
 
@@ -196,3 +199,18 @@ def test_preferred_leader_election_moves_leadership_back(cluster: Cluster) -> No
         lambda md: {p: pm.leader for p, pm in md.topics["preferred"].partitions.items()} == preferred,
         "every partition led by its preferred replica",
     )
+
+
+def test_scram_credentials_altered_through_one_broker_reach_every_broker(cluster: Cluster) -> None:
+    admin = cluster.admin()
+    alteration = UserScramCredentialUpsertion(
+        "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"alice-secret"
+    )
+    admin.alter_user_scram_credentials([alteration])["alice"].result(timeout=30)
+    for node_id, broker in cluster.brokers.items():
+        one = AdminClient({"bootstrap.servers": broker.bootstrap})
+        described = one.describe_user_scram_credentials(["alice"])["alice"].result(timeout=30)
+        infos = [(i.mechanism, i.iterations) for i in described.scram_credential_infos]
+        assert infos == [(ScramMechanism.SCRAM_SHA_256, 8192)], node_id
+        # Kept in the broker's data dir too, where SASL authentication reads it after a restart without etcd.
+        assert "alice" in (broker.data_dir / "scram-credentials.json").read_text()
