@@ -28,7 +28,10 @@ def test_topic_create_takes_the_brokers_defaults(bootstrap_servers: str) -> None
     """The client tests' broker runs with num.partitions=3: kafka-topics.sh's CreateTopics with -1 gets 3."""
     name = fresh_name("cli-defaults")
     assert cli("topic", "create", name, "-b", bootstrap_servers) == (0, f"created {name}\n")
-    assert cli("topic", "describe", name, "-b", bootstrap_servers)[1].splitlines()[0] == f"{name}\tpartitions=3"
+    assert (
+        cli("topic", "describe", name, "-b", bootstrap_servers)[1].splitlines()[0]
+        == f"{name}\tpartitions=3\treplication_factor=1"
+    )
 
 
 def test_group_describe_prints_the_lag_table(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
