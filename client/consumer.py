@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -44,6 +43,37 @@ _REFRESH_ON = frozenset(
         ErrorCode.KAFKA_STORAGE_ERROR,
     }
 )
+
+
+class _Fetched:
+    """One partition's records fetched and not yet returned: a list read from ``start`` on, so that taking k
+    records costs O(k) whatever the buffer holds (the sync iterator takes them one at a time)."""
+
+    __slots__ = ("records", "start")
+
+    def __init__(self) -> None:
+        self.records: list[ConsumerRecord] = []
+        self.start = 0
+
+    def __bool__(self) -> bool:
+        return self.start < len(self.records)
+
+    def next_offset(self) -> int:
+        """Offset of the first record not yet taken (the buffer must not be empty)."""
+        return self.records[self.start].offset
+
+    def take(self, limit: int) -> list[ConsumerRecord]:
+        """Up to ``limit`` records, oldest first."""
+        start = self.start
+        chunk = self.records[start : start + limit]
+        self.start = start + len(chunk)
+        return chunk
+
+    def extend(self, records: list[ConsumerRecord]) -> None:
+        if self.start:
+            del self.records[: self.start]
+            self.start = 0
+        self.records.extend(records)
 
 
 class Consumer:
@@ -101,7 +131,7 @@ class Consumer:
         )
         self._assignment: list[TopicPartition] = []
         self._fetch_pos: dict[TopicPartition, int] = {}
-        self._buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}
+        self._buffer: dict[TopicPartition, _Fetched] = {}
         self._last_auto_commit = time.monotonic()
         self._started = False
         self._closed = False
@@ -215,7 +245,7 @@ class Consumer:
         self._check_assigned(tp)
         buffered = self._buffer.get(tp)
         if buffered:
-            return buffered[0].offset
+            return buffered.next_offset()
         await self._ensure_positions([tp])
         return self._fetch_pos[tp]
 
@@ -332,9 +362,9 @@ class Consumer:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         for tp in wanted:
             buffered = self._buffer.get(tp)
-            while buffered and limit > 0:
-                out.setdefault(tp, []).append(buffered.popleft())
-                limit -= 1
+            if buffered and limit > 0:
+                out[tp] = taken = buffered.take(limit)
+                limit -= len(taken)
         return out
 
     async def _fetch(self, wanted: list[TopicPartition], max_wait_ms: int) -> None:
@@ -409,7 +439,7 @@ class Consumer:
                 )
                 self._fetch_pos[tp] = next_pos
                 if records:
-                    self._buffer.setdefault(tp, deque()).extend(records)
+                    self._buffer.setdefault(tp, _Fetched()).extend(records)
         if reset:
             for tp in reset:
                 self._fetch_pos.pop(tp, None)

@@ -9,10 +9,13 @@ are dropped; the returned next position is past every whole batch seen, control 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import repeat
 from typing import Any
 
 from oncelog.client.types import ConsumerRecord, TopicPartition
-from oncelog.protocol.records import ControlType, control_record_type, iter_batches
+from oncelog.protocol.records import ControlType, control_record_type, iter_batch_columns
+
+_new_tuple = tuple.__new__
 
 
 def parse_partition(
@@ -29,15 +32,15 @@ def parse_partition(
     aborted = sorted(aborted_transactions or (), key=lambda a: a.first_offset) if read_committed else []
     aborted_idx = 0
     aborted_producers: set[int] = set()
-    for header, batch_records in iter_batches(records or b""):
+    for header, columns in iter_batch_columns(records or b""):
         if read_committed:
             while aborted_idx < len(aborted) and aborted[aborted_idx].first_offset <= header.last_offset:
                 aborted_producers.add(aborted[aborted_idx].producer_id)
                 aborted_idx += 1
         if header.is_control:
-            if read_committed and batch_records:
+            if read_committed and columns.keys:
                 try:
-                    is_abort = control_record_type(batch_records[0].key) == ControlType.ABORT
+                    is_abort = control_record_type(columns.keys[0]) == ControlType.ABORT
                 except ValueError:
                     is_abort = False
                 if is_abort:
@@ -49,10 +52,20 @@ def parse_partition(
         next_position = max(next_position, header.next_offset)
         if read_committed and header.is_transactional and header.producer_id in aborted_producers:
             continue
-        ts_type = header.timestamp_type
-        for r in batch_records:
-            if r.offset >= position:
-                out.append(
-                    ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, ts_type, r.key, r.value, r.headers)
-                )
+        offsets, timestamps, keys, values, headers = columns
+        if header.base_offset < position:  # a batch fetched mid-way: drop the records before the position
+            keep = [i for i, offset in enumerate(offsets) if offset >= position]
+            offsets, timestamps, keys, values, headers = ([c[i] for i in keep] for c in columns)
+        # One C-level pass: zip builds each row, tuple.__new__ types it, no Python frame per record.
+        rows = zip(
+            repeat(tp.topic),
+            repeat(tp.partition),
+            offsets,
+            timestamps,
+            repeat(header.timestamp_type),
+            keys,
+            values,
+            headers,
+        )
+        out.extend(map(_new_tuple, repeat(ConsumerRecord), rows))
     return out, next_position

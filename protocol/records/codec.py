@@ -21,6 +21,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from oncelog.protocol.records.batch import (
@@ -284,11 +285,36 @@ def rewrite_batch(header: BatchHeader, records: Sequence[Record], *, compression
 
 # --- decode ------------------------------------------------------------------------------------------------
 
+#: Zigzag value of a one-byte varint by its byte (None: the varint goes on).
+_ONE: list[int | None] = [((b >> 1) ^ -(b & 1)) if b < 0x80 else None for b in range(256)]
+#: Zigzag value of a two-byte varint by ``first | second << 8`` (None: not a two-byte varint).
+_TWO: list[int | None] = [None] * 65536
+for _first in range(0x80, 0x100):
+    for _second in range(0x80):
+        _z = (_first & 0x7F) | (_second << 7)
+        _TWO[_first | (_second << 8)] = (_z >> 1) ^ -(_z & 1)
+del _first, _second, _z
 
-def decode_records(
+
+class RecordColumns(NamedTuple):
+    """The records of one batch as columns: ``offsets[i]``, ``timestamps[i]`` (absolute, ms), ``keys[i]``,
+    ``values[i]``, ``headers[i]`` describe record i. Offsets strictly increase when the batch is well formed."""
+
+    offsets: list[int]
+    timestamps: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[list[tuple[str, bytes | None]]]
+
+    def rows(self) -> list[Record]:
+        """The same records as Record tuples."""
+        return list(map(_new_tuple, repeat(Record), zip(*self, strict=True)))
+
+
+def decode_columns(
     data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None = None
-) -> list[Record]:
-    """Decode exactly ``count`` records spanning all of ``data``; raises InvalidBatchError otherwise.
+) -> RecordColumns:
+    """Decode exactly ``count`` records spanning all of ``data`` into columns; raises InvalidBatchError otherwise.
 
     ``log_append_time``, when given, replaces every record's timestamp (LogAppendTime batches: Kafka reports
     the batch's maxTimestamp for each record).
@@ -296,80 +322,121 @@ def decode_records(
     if count > len(data) // MIN_RECORD_SIZE:
         raise InvalidBatchError(f"record count {count} cannot fit in {len(data)} bytes")
     try:
-        return _decode_records(data, count, base_offset, base_timestamp, log_append_time)
+        return _decode_columns(data, count, base_offset, base_timestamp, log_append_time)
     except IndexError:
         raise InvalidBatchError("truncated record") from None
     except UnicodeDecodeError:
         raise InvalidBatchError("record header key is not valid UTF-8") from None
 
 
-def _decode_records(
-    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+def decode_records(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None = None
 ) -> list[Record]:
+    """:func:`decode_columns` as a list of Record tuples."""
+    return decode_columns(data, count, base_offset, base_timestamp, log_append_time).rows()
+
+
+def _decode_columns(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> RecordColumns:
+    """The hot loop of the consumer: one pass, one- and two-byte varints by table lookup (longer ones by
+    :func:`read_varint_tail`), five list appends per record and no per-record tuple. A read past ``data`` raises
+    IndexError (the caller's "truncated record")."""
+    one = _ONE
+    two = _TWO
     tail = read_varint_tail
     end = len(data)
     pos = 0
-    records: list[Record] = []
-    append = records.append
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers_col: list[list[tuple[str, bytes | None]]] = []
+    add_offset = offsets.append
+    add_timestamp = timestamps.append
+    add_key = keys.append
+    add_value = values.append
+    add_headers = headers_col.append
+    min_length = MIN_RECORD_SIZE - 1
     for _ in range(count):
         # length (varint)
-        b = data[pos]
-        if b < 0x80:
-            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        length = one[data[pos]]
+        if length is not None:
+            pos += 1
         else:
-            length, pos = tail(data, pos + 1, b, 5)
+            length = two[data[pos] | data[pos + 1] << 8]
+            if length is not None:
+                pos += 2
+            else:
+                length, pos = tail(data, pos + 1, data[pos], 5)
         rec_end = pos + length
-        if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+        if length < min_length or rec_end > end:
             raise InvalidBatchError(f"record length {length} is invalid for the bytes remaining")
         pos += 1  # attributes
         # timestampDelta (varlong)
-        b = data[pos]
-        if b < 0x80:
-            ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        ts_delta = one[data[pos]]
+        if ts_delta is not None:
+            pos += 1
         else:
-            ts_delta, pos = tail(data, pos + 1, b, 10)
+            ts_delta = two[data[pos] | data[pos + 1] << 8]
+            if ts_delta is not None:
+                pos += 2
+            else:
+                ts_delta, pos = tail(data, pos + 1, data[pos], 10)
         # offsetDelta (varint)
-        b = data[pos]
-        if b < 0x80:
-            off_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        off_delta = one[data[pos]]
+        if off_delta is not None:
+            pos += 1
         else:
-            off_delta, pos = tail(data, pos + 1, b, 5)
+            off_delta = two[data[pos] | data[pos + 1] << 8]
+            if off_delta is not None:
+                pos += 2
+            else:
+                off_delta, pos = tail(data, pos + 1, data[pos], 5)
         # key
-        b = data[pos]
-        if b < 0x80:
-            size, pos = (b >> 1) ^ -(b & 1), pos + 1
+        size = one[data[pos]]
+        if size is not None:
+            pos += 1
         else:
-            size, pos = tail(data, pos + 1, b, 5)
+            size = two[data[pos] | data[pos + 1] << 8]
+            if size is not None:
+                pos += 2
+            else:
+                size, pos = tail(data, pos + 1, data[pos], 5)
         if size < 0:
             if size != -1:
                 raise InvalidBatchError(f"invalid key length {size}")
-            key = None
+            add_key(None)
         else:
             if pos + size > rec_end:
                 raise InvalidBatchError("record key overruns the record")
-            key = data[pos : pos + size]
+            add_key(data[pos : pos + size])
             pos += size
         # value
-        b = data[pos]
-        if b < 0x80:
-            size, pos = (b >> 1) ^ -(b & 1), pos + 1
+        size = one[data[pos]]
+        if size is not None:
+            pos += 1
         else:
-            size, pos = tail(data, pos + 1, b, 5)
+            size = two[data[pos] | data[pos + 1] << 8]
+            if size is not None:
+                pos += 2
+            else:
+                size, pos = tail(data, pos + 1, data[pos], 5)
         if size < 0:
             if size != -1:
                 raise InvalidBatchError(f"invalid value length {size}")
-            value = None
+            add_value(None)
         else:
             if pos + size > rec_end:
                 raise InvalidBatchError("record value overruns the record")
-            value = data[pos : pos + size]
+            add_value(data[pos : pos + size])
             pos += size
         # headers
-        b = data[pos]
-        if b < 0x80:
-            nheaders, pos = (b >> 1) ^ -(b & 1), pos + 1
+        nheaders = one[data[pos]]
+        if nheaders is not None:
+            pos += 1
         else:
-            nheaders, pos = tail(data, pos + 1, b, 5)
+            nheaders, pos = tail(data, pos + 1, data[pos], 5)
         headers: list[tuple[str, bytes | None]] = []
         if nheaders:
             if nheaders < 0 or nheaders > (rec_end - pos) // 2:
@@ -378,21 +445,14 @@ def _decode_records(
         if pos != rec_end:
             used = length + pos - rec_end
             raise InvalidBatchError(f"record declared {length} bytes but its fields use {used}")
-        append(
-            _new_tuple(
-                Record,
-                (
-                    base_offset + off_delta,
-                    log_append_time if log_append_time is not None else base_timestamp + ts_delta,
-                    key,
-                    value,
-                    headers,
-                ),
-            )
-        )
+        add_offset(base_offset + off_delta)
+        add_timestamp(base_timestamp + ts_delta)
+        add_headers(headers)
     if pos != end:
         raise InvalidBatchError(f"{end - pos} bytes remain after the declared {count} records")
-    return records
+    if log_append_time is not None:
+        timestamps = [log_append_time] * count
+    return RecordColumns(offsets, timestamps, keys, values, headers_col)
 
 
 def _decode_headers(data: bytes, pos: int, rec_end: int, count: int, headers: list[tuple[str, bytes | None]]) -> int:
@@ -435,13 +495,30 @@ def decode_batch(
 def _records_of(
     buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, max_decompressed_size: int
 ) -> list[Record]:
-    body = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size])
-    if not body and header.records_count == 0:
-        return []  # an empty batch (left by compaction) has no records section to decompress
-    if header.compression != Compression.NONE:
-        body = decompress(header.compression, body, max_size=max_decompressed_size)
+    return _columns_of(buf, pos, header, max_decompressed_size).rows()
+
+
+def _columns_of(
+    buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, max_decompressed_size: int
+) -> RecordColumns:
+    body = records_section(buf, pos, header, max_decompressed_size)
     log_append_time = header.max_timestamp if header.timestamp_type == 1 else None
-    return decode_records(body, header.records_count, header.base_offset, header.base_timestamp, log_append_time)
+    return decode_columns(body, header.records_count, header.base_offset, header.base_timestamp, log_append_time)
+
+
+def records_section(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    header: BatchHeader,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> bytes:
+    """The records section of the (validated) batch ``header`` describes at ``pos``, decompressed; raises
+    InvalidBatchError when it would decompress beyond ``max_decompressed_size``."""
+    body = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size])
+    if header.compression != Compression.NONE and (body or header.records_count):
+        # An empty batch (left by compaction) has no records section to decompress.
+        body = decompress(header.compression, body, max_size=max_decompressed_size)
+    return body
 
 
 def iter_batches(
@@ -454,6 +531,14 @@ def iter_batches(
     """
     for pos, header in iter_headers(buf, check_crc=True):
         yield header, _records_of(buf, pos, header, max_decompressed_size)
+
+
+def iter_batch_columns(
+    buf: bytes | bytearray | memoryview, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> Iterator[tuple[BatchHeader, RecordColumns]]:
+    """:func:`iter_batches` with each batch's records as :class:`RecordColumns` (the consumer's bulk path)."""
+    for pos, header in iter_headers(buf, check_crc=True):
+        yield header, _columns_of(buf, pos, header, max_decompressed_size)
 
 
 def iter_records(
