@@ -9,13 +9,11 @@ are dropped; the returned next position is past every whole batch seen, control 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import repeat
 from typing import Any
 
+from oncelog.client.record_decode import decoder
 from oncelog.client.types import ConsumerRecord, TopicPartition
-from oncelog.protocol.records import ControlType, control_record_type, iter_batch_columns
-
-_new_tuple = tuple.__new__
+from oncelog.protocol.records import ControlType, control_record_type, decode_columns, iter_headers, records_section
 
 
 def parse_partition(
@@ -26,25 +24,28 @@ def parse_partition(
     read_committed: bool,
     aborted_transactions: Iterable[Any] | None = None,
 ) -> tuple[list[ConsumerRecord], int]:
-    """Records at or after ``position`` that the isolation level allows, and the next fetch position."""
+    """Records at or after ``position`` that the isolation level allows, and the next fetch position.
+
+    Every whole batch's CRC is checked; only the batches whose records are returned are decoded (and a control
+    batch's first key, with read_committed), as Kafka's fetcher skips aborted batches whole.
+    """
     out: list[ConsumerRecord] = []
     next_position = position
     aborted = sorted(aborted_transactions or (), key=lambda a: a.first_offset) if read_committed else []
     aborted_idx = 0
     aborted_producers: set[int] = set()
-    for header, columns in iter_batch_columns(records or b""):
+    if not records:
+        return out, next_position
+    buf = memoryview(records)
+    decode = decoder()
+    for pos, header in iter_headers(buf, check_crc=True):
         if read_committed:
             while aborted_idx < len(aborted) and aborted[aborted_idx].first_offset <= header.last_offset:
                 aborted_producers.add(aborted[aborted_idx].producer_id)
                 aborted_idx += 1
         if header.is_control:
-            if read_committed and columns.keys:
-                try:
-                    is_abort = control_record_type(columns.keys[0]) == ControlType.ABORT
-                except ValueError:
-                    is_abort = False
-                if is_abort:
-                    aborted_producers.discard(header.producer_id)
+            if read_committed and header.records_count and _is_abort_marker(buf, pos, header):
+                aborted_producers.discard(header.producer_id)
             next_position = max(next_position, header.next_offset)
             continue
         if header.next_offset <= position:
@@ -52,20 +53,18 @@ def parse_partition(
         next_position = max(next_position, header.next_offset)
         if read_committed and header.is_transactional and header.producer_id in aborted_producers:
             continue
-        offsets, timestamps, keys, values, headers = columns
+        batch = decode(buf, pos, header, tp)
         if header.base_offset < position:  # a batch fetched mid-way: drop the records before the position
-            keep = [i for i, offset in enumerate(offsets) if offset >= position]
-            offsets, timestamps, keys, values, headers = ([c[i] for i in keep] for c in columns)
-        # One C-level pass: zip builds each row, tuple.__new__ types it, no Python frame per record.
-        rows = zip(
-            repeat(tp.topic),
-            repeat(tp.partition),
-            offsets,
-            timestamps,
-            repeat(header.timestamp_type),
-            keys,
-            values,
-            headers,
-        )
-        out.extend(map(_new_tuple, repeat(ConsumerRecord), rows))
+            batch = (r for r in batch if r.offset >= position)
+        out.extend(batch)
     return out, next_position
+
+
+def _is_abort_marker(buf: memoryview, pos: int, header: Any) -> bool:
+    """Whether the control batch at ``pos`` holds an ABORT marker (a malformed marker counts as none)."""
+    body = records_section(buf, pos, header)
+    keys = decode_columns(body, header.records_count, header.base_offset, header.base_timestamp).keys
+    try:
+        return control_record_type(keys[0]) == ControlType.ABORT
+    except ValueError:
+        return False
