@@ -233,11 +233,18 @@ class Producer(_Blocking):
                 await handoff.close()  # before the producer's close, which flushes what it holds
                 tg.cancel_scope.cancel()
 
-    def _apply(self, chunk: list[tuple[DeliveryHandle, str, SimpleRecord, int | None, int]]) -> None:
-        append = self._async.append_record
-        for handle, topic, record, partition, count in chunk:
+    def _apply(self, chunk: list[tuple[DeliveryHandle, str, SimpleRecord, int | None, int, int]]) -> None:
+        producer = self._async
+        try:
+            producer.check_sendable()  # once per chunk: nothing in the loop below awaits
+        except Exception as exc:
+            for handle, *_ in chunk:
+                handle._error = exc
+            return
+        append = producer.append_checked
+        for handle, topic, record, partition, count, size in chunk:
             try:
-                handle._fut = append(topic, record, partition, count)
+                handle._fut = append(topic, record, partition, count, size)
             except Exception as exc:
                 handle._error = exc
 
@@ -265,13 +272,13 @@ class Producer(_Blocking):
         producer, handoff = self._async, self._handoff
         if handoff is None:
             raise IllegalStateError("the producer is closed")
-        record, count = producer.prepare_send(topic, value, key, partition, headers, timestamp_ms)
+        record, count, size = producer.prepare_send(topic, value, key, partition, headers, timestamp_ms)
         handle = DeliveryHandle(self)
         if count is None:  # metadata to fetch: the async send does it (and raises for an unknown topic)
             kw = {"partition": partition, "headers": headers, "timestamp_ms": record.timestamp}
             handle._fut = self._call(producer.send, topic, value, key, **kw)
         else:
-            handoff.put((handle, topic, record, partition, count))
+            handoff.put((handle, topic, record, partition, count, size))
         return handle
 
     def send_and_wait(self, topic: str, value: Any, key: Any = None, **kw: Any) -> RecordMetadata:
