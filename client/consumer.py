@@ -62,6 +62,12 @@ class _Fetched:
         """Offset of the first record not yet taken (the buffer must not be empty)."""
         return self.records[self.start].offset
 
+    def take_one(self) -> ConsumerRecord:
+        """The oldest record (the buffer must not be empty)."""
+        record = self.records[self.start]
+        self.start += 1
+        return record
+
     def take(self, limit: int) -> list[ConsumerRecord]:
         """Up to ``limit`` records, oldest first."""
         start = self.start
@@ -343,13 +349,19 @@ class Consumer:
             for records in batch.values():
                 return records[0]
 
-    def take_buffered(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Up to ``max_records`` records of the assigned partitions already fetched (no I/O, no waiting), as
-        ``getmany`` would return them first; positions advance past them. The sync facade's iterator calls it from
-        its caller's thread: the event loop touches the fetch buffer only inside calls, never between them."""
+    def take_buffered(self) -> ConsumerRecord | None:
+        """The next record of the assigned partitions already fetched (no I/O, no waiting), as ``getmany`` would
+        return it first, or None when none is buffered; the position of its partition moves past it. The sync
+        facade's iterator calls it from its caller's thread: the event loop touches the fetch buffer only inside calls,
+        never between them."""
         if not self._started or self._closed:
             raise IllegalStateError("the consumer is not started")
-        return self._drain(list(self._assignment), max_records)
+        buffers = self._buffer
+        for tp in self._assignment:
+            buffered = buffers.get(tp)
+            if buffered:
+                return buffered.take_one()
+        return None
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         return self._iterate()

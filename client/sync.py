@@ -339,12 +339,12 @@ class Consumer(_Blocking):
             polled = self._call(consumer.getmany, timeout_ms=consumer.fetch_max_wait_ms, max_records=1)
             for records in polled.values():
                 yield from records
+            take = consumer.take_buffered
             for _ in range(consumer.max_poll_records - 1 if polled else 0):
-                taken = consumer.take_buffered(1)
-                if not taken:
+                record = take()
+                if record is None:
                     break
-                for records in taken.values():
-                    yield from records
+                yield record
 
 
 class Admin(_Blocking):
