@@ -19,6 +19,7 @@ from oncelog.client.cluster import COORDINATOR_GROUP, Cluster
 from oncelog.client.errors import ConfigError, IllegalStateError, KafkaError, error_for
 from oncelog.client.fetch_parse import parse_partition
 from oncelog.client.group import HEARTBEAT_INTERVAL_MS, MAX_POLL_INTERVAL_MS, SESSION_TIMEOUT_MS, GroupMember
+from oncelog.client.record_decode import decoder
 from oncelog.client.security import connection_security
 from oncelog.client.types import ConsumerRecord, GroupMetadata, OffsetAndMetadata, TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
@@ -174,6 +175,9 @@ class Consumer:
             self._started = True
             try:
                 await self._cluster.any_connection()
+                # Choose the record decoder now, off the event loop: the compiled one imports aiokafka (about 0.1 s,
+                # once per process), which would otherwise delay the first fetch.
+                await anyio.to_thread.run_sync(decoder)
             except BaseException:
                 await self.close()
                 raise
