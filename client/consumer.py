@@ -139,6 +139,11 @@ class Consumer:
         self._assignment: list[TopicPartition] = []
         self._fetch_pos: dict[TopicPartition, int] = {}
         self._buffer: dict[TopicPartition, _Fetched] = {}
+        # The background fetch (at most one fetch in flight, as Kafka's fetcher per node): set when it ends; what it
+        # brought waits in _completed, as (partition, position fetched at, records, next position), until a call
+        # moves it into the buffers (the sync facade reads the buffers from its own thread between calls).
+        self._prefetch_done: anyio.Event | None = None
+        self._completed: list[tuple[TopicPartition, int, list[ConsumerRecord], int]] = []
         self._last_auto_commit = time.monotonic()
         self._started = False
         self._closed = False
@@ -330,8 +335,10 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000
         await self._maybe_auto_commit()
         while True:
+            self._apply_completed()
             out = self._drain(wanted, limit)
             if out:
+                self._prefetch(wanted)
                 return out
             if not wanted:  # nothing assigned (yet): wait for a rebalance
                 await anyio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
@@ -343,6 +350,8 @@ class Consumer:
             remaining = deadline - time.monotonic()
             await self._fetch(wanted, max(0, min(int(remaining * 1000), self.fetch_max_wait_ms)))
             out = self._drain(wanted, limit)
+            if out:
+                self._prefetch(wanted)
             if out or time.monotonic() >= deadline:
                 return out
 
@@ -384,6 +393,11 @@ class Consumer:
         return out
 
     async def _fetch(self, wanted: list[TopicPartition], max_wait_ms: int) -> None:
+        if self._prefetch_done is not None:  # one fetch at a time: wait for the background one, take what it brought
+            with anyio.move_on_after(max_wait_ms / 1000):
+                await self._prefetch_done.wait()
+            self._apply_completed()
+            return
         todo = [tp for tp in wanted if not self._buffer.get(tp)]
         if not todo:
             return
@@ -406,14 +420,71 @@ class Consumer:
             self._cluster.invalidate()
             await anyio.sleep(self._cluster.retry_backoff_ms / 1000)
 
-    async def _fetch_from(self, node: int, tps: list[TopicPartition], max_wait_ms: int) -> None:
+    def _prefetch(self, wanted: list[TopicPartition]) -> None:
+        """Start fetching, in the background, the partitions of ``wanted`` whose buffer is now empty, so that the
+        broker serves the next records while the caller works through these (Kafka's consumer does the same)."""
+        if self._prefetch_done is not None:
+            return
+        positions = {tp: self._fetch_pos[tp] for tp in wanted if not self._buffer.get(tp) and tp in self._fetch_pos}
+        if positions:
+            self._prefetch_done = done = anyio.Event()
+            self._cluster.task_group.start_soon(self._prefetch_run, positions, done)
+
+    async def _prefetch_run(self, positions: dict[TopicPartition, int], done: anyio.Event) -> None:
+        try:
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            for tp, position in positions.items():
+                by_node.setdefault(await self._cluster.leader_for(tp), {})[tp] = position
+            async with anyio.create_task_group() as tg:
+                for node, node_positions in by_node.items():
+                    tg.start_soon(self._prefetch_from, node, node_positions)
+        except Exception:
+            pass  # whatever failed here fails the next fetch of these partitions in the foreground, which handles it
+        finally:
+            self._prefetch_done = None
+            done.set()
+
+    async def _prefetch_from(self, node: int, positions: dict[TopicPartition, int]) -> None:
+        """One background Fetch: the records of each partition answered without error go to ``_completed``."""
+        resp = await self._fetch_request(node, positions, self.fetch_max_wait_ms)
+        if resp.error_code:
+            return
+        for t in resp.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition_index)
+                position = positions.get(tp)
+                if position is None or p.error_code:
+                    continue  # an error is left to the foreground fetch
+                records, next_pos = parse_partition(
+                    tp,
+                    p.records,
+                    position,
+                    read_committed=self.isolation == 1,
+                    aborted_transactions=p.aborted_transactions,
+                )
+                self._completed.append((tp, position, records, next_pos))
+
+    def _apply_completed(self) -> None:
+        """Move what the background fetch brought into the buffers, unless its partition moved since (a seek, a
+        reset, another fetch, a new assignment)."""
+        if not self._completed:
+            return
+        completed, self._completed = self._completed, []
+        for tp, position, records, next_pos in completed:
+            if self._fetch_pos.get(tp) != position:
+                continue
+            self._fetch_pos[tp] = next_pos
+            if records:
+                self._buffer.setdefault(tp, _Fetched()).extend(records)
+
+    async def _fetch_request(self, node: int, positions: Mapping[TopicPartition, int], max_wait_ms: int) -> Any:
+        """Send one Fetch for ``positions`` to ``node``; the decoded response."""
         topics: dict[str, list[dict[str, Any]]] = {}
-        positions = {tp: self._fetch_pos[tp] for tp in tps}
-        for tp in tps:
+        for tp, position in positions.items():
             topics.setdefault(tp.topic, []).append(
                 {
                     "partition": tp.partition,
-                    "fetch_offset": positions[tp],
+                    "fetch_offset": position,
                     "partition_max_bytes": self.max_partition_fetch_bytes,
                 }
             )
@@ -429,7 +500,11 @@ class Consumer:
             "forgotten_topics_data": [],
             "rack_id": "",
         }
-        resp = await self._cluster.request(node, ApiKey.FETCH, body)
+        return await self._cluster.request(node, ApiKey.FETCH, body)
+
+    async def _fetch_from(self, node: int, tps: list[TopicPartition], max_wait_ms: int) -> None:
+        positions = {tp: self._fetch_pos[tp] for tp in tps}
+        resp = await self._fetch_request(node, positions, max_wait_ms)
         if resp.error_code:
             raise error_for(resp.error_code, "Fetch")
         reset: list[TopicPartition] = []

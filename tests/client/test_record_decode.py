@@ -32,6 +32,7 @@ from oncelog.protocol.records import (
     iter_batches,
     iter_headers,
 )
+from support.record_strategies import simple_records
 
 TP = TopicPartition("topic", 3)
 DECODERS = {"pure": decode_pure, "compiled": decode_compiled}
@@ -113,19 +114,7 @@ def test_both_decoders_return_the_reference_records(name: str) -> None:
     assert decode_all(decode_compiled, blob + b"\x00" * PADDING) == expected
 
 
-header_keys = st.text(max_size=8)
-opt_bytes = st.none() | st.binary(max_size=300)
-records_st = st.lists(
-    st.builds(
-        SimpleRecord,
-        opt_bytes,
-        opt_bytes,
-        st.lists(st.tuples(header_keys, opt_bytes), max_size=3),
-        st.integers(0, 2**41),
-    ),
-    min_size=1,
-    max_size=20,
-)
+records_st = simple_records(max_bytes=300, max_records=20)
 
 
 @settings(max_examples=150, deadline=None)
