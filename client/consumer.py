@@ -422,7 +422,8 @@ class Consumer:
 
     def _prefetch(self, wanted: list[TopicPartition]) -> None:
         """Start fetching, in the background, the partitions of ``wanted`` whose buffer is now empty, so that the
-        broker serves the next records while the caller works through these (Kafka's consumer does the same)."""
+        broker serves the next records while the caller works through these (Kafka's consumer does the same). The
+        background fetch takes what the broker has at once and never waits for more."""
         if self._prefetch_done is not None:
             return
         positions = {tp: self._fetch_pos[tp] for tp in wanted if not self._buffer.get(tp) and tp in self._fetch_pos}
@@ -446,7 +447,9 @@ class Consumer:
 
     async def _prefetch_from(self, node: int, positions: dict[TopicPartition, int]) -> None:
         """One background Fetch: the records of each partition answered without error go to ``_completed``."""
-        resp = await self._fetch_request(node, positions, self.fetch_max_wait_ms)
+        # max_wait_ms=0: a partition at its end must not park this fetch at the broker, as the foreground fetches of
+        # the other partitions wait for it; waiting for new records is the foreground fetch's job.
+        resp = await self._fetch_request(node, positions, 0)
         if resp.error_code:
             return
         for t in resp.responses:
