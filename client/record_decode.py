@@ -57,7 +57,7 @@ def decode_pure(buf: memoryview, pos: int, header: BatchHeader, tp: TopicPartiti
         repeat(header.timestamp_type),
         keys,
         values,
-        headers,
+        map(tuple, headers),  # tuple([]) is the shared empty tuple
     )
     return map(_new_tuple, repeat(ConsumerRecord), rows)
 
@@ -85,7 +85,19 @@ def decode_compiled(buf: memoryview, pos: int, header: BatchHeader, tp: TopicPar
     topic, partition, ts_type = tp.topic, tp.partition, header.timestamp_type
     try:
         return [
-            _new_tuple(ConsumerRecord, (topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value, r.headers))
+            _new_tuple(
+                ConsumerRecord,
+                (
+                    topic,
+                    partition,
+                    r.offset,
+                    r.timestamp,
+                    ts_type,
+                    r.key,
+                    r.value,
+                    tuple(h) if (h := r.headers) else (),
+                ),
+            )
             for r in reader(view)
         ]
     except corrupt as exc:

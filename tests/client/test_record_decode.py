@@ -66,7 +66,9 @@ def decode_all(decode: Callable, blob: bytes) -> list[ConsumerRecord]:
 def reference(blob: bytes) -> list[ConsumerRecord]:
     """What protocol.records decodes, as ConsumerRecords."""
     return [
-        ConsumerRecord(TP.topic, TP.partition, r.offset, r.timestamp, h.timestamp_type, r.key, r.value, r.headers)
+        ConsumerRecord(
+            TP.topic, TP.partition, r.offset, r.timestamp, h.timestamp_type, r.key, r.value, tuple(r.headers)
+        )
         for h, records in iter_batches(blob)
         for r in records
     ]
