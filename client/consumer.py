@@ -24,6 +24,7 @@ from oncelog.client.record_decode import decoder
 from oncelog.client.security import connection_security
 from oncelog.client.types import ConsumerRecord, GroupMetadata, OffsetAndMetadata, TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
+from oncelog.protocol.records import InvalidBatchError
 
 FETCH_MAX_WAIT_MS = 500  # fetch.max.wait.ms, Kafka default 500
 FETCH_MIN_BYTES = 1  # fetch.min.bytes, Kafka default 1
@@ -54,8 +55,8 @@ class _Fetched:
     collection walk it: more than half the consumer's CPU). Taking k records costs O(k) whatever the buffer holds
     (the sync iterator takes them one at a time).
 
-    A batch that fails to decode stays at the head and raises again on the next take (seek past it to go on), as
-    Kafka's consumer raises on every poll until then.
+    A batch that fails to decode stays at the head: the records before it are handed out first, then every take
+    raises InvalidBatchError until a seek moves past it, as Kafka's consumer raises on every poll until then.
     """
 
     __slots__ = ("batches", "records", "start", "tp")
@@ -70,7 +71,12 @@ class _Fetched:
         """Decode batches until ``wanted`` records are ready or none is left; how many are ready."""
         ready = len(self.records) - self.start
         while ready < wanted and self.batches:
-            decoded = list(decode_selected(self.tp, self.batches[0]))
+            try:
+                decoded = list(decode_selected(self.tp, self.batches[0]))
+            except InvalidBatchError:
+                if ready:
+                    break  # hand out the records before it first; the next take raises
+                raise
             self.batches.popleft()
             if self.start:
                 del self.records[: self.start]

@@ -228,3 +228,21 @@ def test_parse_partition_is_the_same_with_either_decoder(decoder: str, monkeypat
     everything, _ = parse_partition(TP, blob, 1, read_committed=False)
     assert [r.offset for r in everything] == [1, 2, 3, 6]
     assert all(r.topic == TP.topic and r.partition == TP.partition for r in everything)
+
+
+def test_a_malformed_batch_in_the_buffer_raises_after_the_records_before_it() -> None:
+    """The consumer's buffer decodes as records are taken: the good batch's records come out first, then every take
+    raises until the partition is sought past the bad batch."""
+    from oncelog.client.consumer import _Fetched
+    from oncelog.client.fetch_parse import select_batches
+
+    good = encode_batch(SAMPLE[:2], base_offset=0)
+    bad = reseal(encode_batch(SAMPLE[:2], base_offset=2), bytes.fromhex("0c 00 00 00 01 01 03") + GOLDEN_SECOND)
+    selected, next_position = select_batches(good + bad, 0, read_committed=False)
+    assert next_position == 4
+    buffered = _Fetched(TP)
+    buffered.add(selected)
+    assert [r.offset for r in buffered.take(100)] == [0, 1]
+    for _ in range(2):
+        with pytest.raises(InvalidBatchError):
+            buffered.take(100)
