@@ -33,10 +33,12 @@ class ProducerBatch:
     retry_at: float = 0.0
 
     def complete(self, base_offset: int, log_append_time: int) -> None:
+        topic, partition = self.tp
+        new = tuple.__new__
         for i, (record, fut) in enumerate(zip(self.records, self.futures, strict=True)):
             ts = log_append_time if log_append_time >= 0 else (record.timestamp or -1)
             offset = base_offset + i if base_offset >= 0 else -1
-            fut.set_result(RecordMetadata(self.tp.topic, self.tp.partition, offset, ts))
+            fut.set_result(new(RecordMetadata, (topic, partition, offset, ts)))
 
     def fail(self, error: BaseException) -> None:
         for fut in self.futures:
@@ -60,11 +62,13 @@ class RecordAccumulator:
         self.in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
 
     def append(
-        self, tp: TopicPartition, record: SimpleRecord, fut: Future[RecordMetadata], now: float
+        self, tp: TopicPartition, record: SimpleRecord, fut: Future[RecordMetadata], now: float, size: int
     ) -> tuple[bool, bool]:
-        """Add ``record``; returns (it started a new batch, it filled its batch): either wakes the sender."""
-        queue = self.queues.setdefault(tp, deque())
-        size = record_size(record)
+        """Add ``record`` of ``size`` estimated bytes (``record_size``); returns (it started a new batch, it filled its
+        batch): either wakes the sender."""
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
         batch = queue[-1] if queue else None
         if batch is None or batch.payload is not None or (batch.records and batch.size + size > self.batch_size):
             batch = ProducerBatch(tp, now, now + self.delivery_timeout_s)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -20,12 +20,14 @@ from oncelog.client.cluster import COORDINATOR_GROUP, Cluster
 from oncelog.client.dead_letter import REASON_TTL, dead_letter_headers
 from oncelog.client.errors import ConfigError, IllegalStateError, KafkaError, error_for
 from oncelog.client.expiry import ExpiryFilter
-from oncelog.client.fetch_parse import parse_partition
+from oncelog.client.fetch_parse import Selected, decode_selected, select_batches
 from oncelog.client.group import HEARTBEAT_INTERVAL_MS, MAX_POLL_INTERVAL_MS, SESSION_TIMEOUT_MS, GroupMember
 from oncelog.client.producer import Producer
+from oncelog.client.record_decode import decoder
 from oncelog.client.security import connection_security
 from oncelog.client.types import ConsumerRecord, GroupMetadata, OffsetAndMetadata, TopicPartition
 from oncelog.protocol import ApiKey, ErrorCode
+from oncelog.protocol.records import InvalidBatchError
 
 FETCH_MAX_WAIT_MS = 500  # fetch.max.wait.ms, Kafka default 500
 FETCH_MIN_BYTES = 1  # fetch.min.bytes, Kafka default 1
@@ -47,6 +49,76 @@ _REFRESH_ON = frozenset(
         ErrorCode.KAFKA_STORAGE_ERROR,
     }
 )
+
+
+class _Fetched:
+    """One partition's fetched records not yet returned: batches still undecoded, then decoded records read from
+    ``start`` on. Batches are decoded only as records are taken, so records live from decoding to the caller
+    (a whole fetch decoded at once outlived the garbage collector's young generations and made every full
+    collection walk it: more than half the consumer's CPU). Taking k records costs O(k) whatever the buffer holds
+    (the sync iterator takes them one at a time).
+
+    A batch that fails to decode stays at the head: the records before it are handed out first, then every take
+    raises InvalidBatchError until a seek moves past it, as Kafka's consumer raises on every poll until then.
+    """
+
+    __slots__ = ("batches", "keep", "records", "start", "tp")
+
+    def __init__(
+        self, tp: TopicPartition, keep: Callable[[list[ConsumerRecord]], list[ConsumerRecord]] | None = None
+    ) -> None:
+        """``keep`` filters each decoded batch's records (the consumer drops those past their time-to-live)."""
+        self.tp = tp
+        self.keep = keep
+        self.batches: deque[Selected] = deque()
+        self.records: list[ConsumerRecord] = []
+        self.start = 0
+
+    def _fill(self, wanted: int) -> int:
+        """Decode batches until ``wanted`` records are ready or none is left; how many are ready."""
+        ready = len(self.records) - self.start
+        while ready < wanted and self.batches:
+            try:
+                decoded = list(decode_selected(self.tp, self.batches[0]))
+                if self.keep is not None:
+                    decoded = self.keep(decoded)
+            except InvalidBatchError:
+                if ready:
+                    break  # hand out the records before it first; the next take raises
+                raise
+            self.batches.popleft()
+            if self.start:
+                del self.records[: self.start]
+                self.start = 0
+            self.records.extend(decoded)
+            ready += len(decoded)
+        return ready
+
+    def __bool__(self) -> bool:
+        return self._fill(1) > 0
+
+    def next_offset(self) -> int:
+        """Offset of the first record not yet taken (the buffer must not be empty)."""
+        self._fill(1)
+        return self.records[self.start].offset
+
+    def take_one(self) -> ConsumerRecord:
+        """The oldest record (the buffer must not be empty)."""
+        self._fill(1)
+        record = self.records[self.start]
+        self.start += 1
+        return record
+
+    def take(self, limit: int) -> list[ConsumerRecord]:
+        """Up to ``limit`` records, oldest first."""
+        self._fill(limit)
+        start = self.start
+        chunk = self.records[start : start + limit]
+        self.start = start + len(chunk)
+        return chunk
+
+    def add(self, batches: list[Selected]) -> None:
+        self.batches.extend(batches)
 
 
 class Consumer:
@@ -119,7 +191,12 @@ class Consumer:
         )
         self._assignment: list[TopicPartition] = []
         self._fetch_pos: dict[TopicPartition, int] = {}
-        self._buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}
+        self._buffer: dict[TopicPartition, _Fetched] = {}
+        # The background fetch (at most one fetch in flight, as Kafka's fetcher per node): set when it ends; what it
+        # brought waits in _completed, as (partition, position fetched at, batches, next position), until a call
+        # moves it into the buffers (the sync facade reads the buffers from its own thread between calls).
+        self._prefetch_done: anyio.Event | None = None
+        self._completed: list[tuple[TopicPartition, int, list[Selected], int]] = []
         self._last_auto_commit = time.monotonic()
         self._started = False
         self._closed = False
@@ -156,6 +233,9 @@ class Consumer:
             self._started = True
             try:
                 await self._cluster.any_connection()
+                # Choose the record decoder now, off the event loop: the compiled one imports aiokafka (about 0.1 s,
+                # once per process), which would otherwise delay the first fetch.
+                await anyio.to_thread.run_sync(decoder)
             except BaseException:
                 await self.close()
                 raise
@@ -237,7 +317,7 @@ class Consumer:
         self._check_assigned(tp)
         buffered = self._buffer.get(tp)
         if buffered:
-            return buffered[0].offset
+            return buffered.next_offset()
         await self._ensure_positions([tp])
         return self._fetch_pos[tp]
 
@@ -312,9 +392,11 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000
         await self._maybe_auto_commit()
         while True:
-            await self._dead_letter_expired()
+            self._apply_completed()
             out = self._drain(wanted, limit)
+            await self._dead_letter_expired()  # the records past their TTL that draining skipped
             if out:
+                self._prefetch(wanted)
                 return out
             if not wanted:  # nothing assigned (yet): wait for a rebalance
                 await anyio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
@@ -325,8 +407,10 @@ class Consumer:
                 continue
             remaining = deadline - time.monotonic()
             await self._fetch(wanted, max(0, min(int(remaining * 1000), self.fetch_max_wait_ms)))
-            await self._dead_letter_expired()
             out = self._drain(wanted, limit)
+            await self._dead_letter_expired()
+            if out:
+                self._prefetch(wanted)
             if out or time.monotonic() >= deadline:
                 return out
 
@@ -337,13 +421,19 @@ class Consumer:
             for records in batch.values():
                 return records[0]
 
-    def take_buffered(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Up to ``max_records`` records of the assigned partitions already fetched (no I/O, no waiting), as
-        ``getmany`` would return them first; positions advance past them. The sync facade's iterator calls it from
-        its caller's thread: the event loop touches the fetch buffer only inside calls, never between them."""
+    def take_buffered(self) -> ConsumerRecord | None:
+        """The next record of the assigned partitions already fetched (no I/O, no waiting), as ``getmany`` would
+        return it first, or None when none is buffered; the position of its partition moves past it. The sync
+        facade's iterator calls it from its caller's thread: the event loop touches the fetch buffer only inside calls,
+        never between them."""
         if not self._started or self._closed:
             raise IllegalStateError("the consumer is not started")
-        return self._drain(list(self._assignment), max_records)
+        buffers = self._buffer
+        for tp in self._assignment:
+            buffered = buffers.get(tp)
+            if buffered:
+                return buffered.take_one()
+        return None
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         return self._iterate()
@@ -356,12 +446,17 @@ class Consumer:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         for tp in wanted:
             buffered = self._buffer.get(tp)
-            while buffered and limit > 0:
-                out.setdefault(tp, []).append(buffered.popleft())
-                limit -= 1
+            if buffered and limit > 0:
+                out[tp] = taken = buffered.take(limit)
+                limit -= len(taken)
         return out
 
     async def _fetch(self, wanted: list[TopicPartition], max_wait_ms: int) -> None:
+        if self._prefetch_done is not None:  # one fetch at a time: wait for the background one, take what it brought
+            with anyio.move_on_after(max_wait_ms / 1000):
+                await self._prefetch_done.wait()
+            self._apply_completed()
+            return
         todo = [tp for tp in wanted if not self._buffer.get(tp)]
         if not todo:
             return
@@ -384,14 +479,73 @@ class Consumer:
             self._cluster.invalidate()
             await anyio.sleep(self._cluster.retry_backoff_ms / 1000)
 
-    async def _fetch_from(self, node: int, tps: list[TopicPartition], max_wait_ms: int) -> None:
+    def _prefetch(self, wanted: list[TopicPartition]) -> None:
+        """Start fetching, in the background, the partitions of ``wanted`` whose buffer is now empty, so that the
+        broker serves the next records while the caller works through these (Kafka's consumer does the same). The
+        background fetch takes what the broker has at once and never waits for more."""
+        if self._prefetch_done is not None:
+            return
+        positions = {tp: self._fetch_pos[tp] for tp in wanted if not self._buffer.get(tp) and tp in self._fetch_pos}
+        if positions:
+            self._prefetch_done = done = anyio.Event()
+            self._cluster.task_group.start_soon(self._prefetch_run, positions, done)
+
+    async def _prefetch_run(self, positions: dict[TopicPartition, int], done: anyio.Event) -> None:
+        try:
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            for tp, position in positions.items():
+                by_node.setdefault(await self._cluster.leader_for(tp), {})[tp] = position
+            async with anyio.create_task_group() as tg:
+                for node, node_positions in by_node.items():
+                    tg.start_soon(self._prefetch_from, node, node_positions)
+        except Exception:
+            pass  # whatever failed here fails the next fetch of these partitions in the foreground, which handles it
+        finally:
+            self._prefetch_done = None
+            done.set()
+
+    async def _prefetch_from(self, node: int, positions: dict[TopicPartition, int]) -> None:
+        """One background Fetch: the records of each partition answered without error go to ``_completed``."""
+        # max_wait_ms=0: a partition at its end must not park this fetch at the broker, as the foreground fetches of
+        # the other partitions wait for it; waiting for new records is the foreground fetch's job.
+        resp = await self._fetch_request(node, positions, 0)
+        if resp.error_code:
+            return
+        for t in resp.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition_index)
+                position = positions.get(tp)
+                if position is None or p.error_code:
+                    continue  # an error is left to the foreground fetch
+                batches, next_pos = select_batches(
+                    p.records,
+                    position,
+                    read_committed=self.isolation == 1,
+                    aborted_transactions=p.aborted_transactions,
+                )
+                self._completed.append((tp, position, batches, next_pos))
+
+    def _apply_completed(self) -> None:
+        """Move what the background fetch brought into the buffers, unless its partition moved since (a seek, a
+        reset, another fetch, a new assignment)."""
+        if not self._completed:
+            return
+        completed, self._completed = self._completed, []
+        for tp, position, batches, next_pos in completed:
+            if self._fetch_pos.get(tp) != position:
+                continue
+            self._fetch_pos[tp] = next_pos
+            if batches:
+                self._buffer.setdefault(tp, _Fetched(tp)).add(batches)
+
+    async def _fetch_request(self, node: int, positions: Mapping[TopicPartition, int], max_wait_ms: int) -> Any:
+        """Send one Fetch for ``positions`` to ``node``; the decoded response."""
         topics: dict[str, list[dict[str, Any]]] = {}
-        positions = {tp: self._fetch_pos[tp] for tp in tps}
-        for tp in tps:
+        for tp, position in positions.items():
             topics.setdefault(tp.topic, []).append(
                 {
                     "partition": tp.partition,
-                    "fetch_offset": positions[tp],
+                    "fetch_offset": position,
                     "partition_max_bytes": self.max_partition_fetch_bytes,
                 }
             )
@@ -407,7 +561,11 @@ class Consumer:
             "forgotten_topics_data": [],
             "rack_id": "",
         }
-        resp = await self._cluster.request(node, ApiKey.FETCH, body)
+        return await self._cluster.request(node, ApiKey.FETCH, body)
+
+    async def _fetch_from(self, node: int, tps: list[TopicPartition], max_wait_ms: int) -> None:
+        positions = {tp: self._fetch_pos[tp] for tp in tps}
+        resp = await self._fetch_request(node, positions, max_wait_ms)
         if resp.error_code:
             raise error_for(resp.error_code, "Fetch")
         reset: list[TopicPartition] = []
@@ -424,24 +582,28 @@ class Consumer:
                         self._cluster.invalidate()
                         continue
                     raise error_for(p.error_code, f"Fetch {tp.topic}-{tp.partition}")
-                records, next_pos = parse_partition(
-                    tp,
+                batches, next_pos = select_batches(
                     p.records,
                     positions[tp],
                     read_committed=self.isolation == 1,
                     aborted_transactions=p.aborted_transactions,
                 )
                 self._fetch_pos[tp] = next_pos
-                if records and self._expiry is not None:
-                    records, gone = self._expiry.split(records, int(time.time() * 1000))
-                    if self.dead_letter_topic is not None:
-                        self._expired.extend(gone)
-                if records:
-                    self._buffer.setdefault(tp, deque()).extend(records)
+                if batches:
+                    self._buffer.setdefault(tp, _Fetched(tp, self._live)).add(batches)
         if reset:
             for tp in reset:
                 self._fetch_pos.pop(tp, None)
             await self._reset(reset, _RESET[self.auto_offset_reset])
+
+    def _live(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        """``records`` without those past their time-to-live, which are kept for the dead-letter topic if any."""
+        if self._expiry is None:
+            return records
+        records, gone = self._expiry.split(records, int(time.time() * 1000))
+        if gone and self.dead_letter_topic is not None:
+            self._expired.extend(gone)
+        return records
 
     async def _dead_letter_expired(self) -> None:
         """Write the expired records fetched so far to the dead-letter topic and wait for their acknowledgement."""

@@ -20,18 +20,18 @@ class Future(Generic[T]):
         self._event: anyio.Event | None = None  # created only when someone waits (most futures never are)
         self._result: T | None = None
         self._error: BaseException | None = None
-        self._callbacks: list[Callable[[Future[T]], Any]] = []
+        self._callbacks: list[Callable[[Future[T]], Any]] | None = None  # made by the first add_done_callback
 
     def done(self) -> bool:
         return self._done
 
     def set_result(self, value: T) -> None:
-        if not self.done():
+        if not self._done:
             self._result = value
             self._finish()
 
     def set_exception(self, error: BaseException) -> None:
-        if not self.done():
+        if not self._done:
             self._error = error
             self._finish()
 
@@ -39,14 +39,18 @@ class Future(Generic[T]):
         self._done = True
         if self._event is not None:
             self._event.set()
-        for callback in self._callbacks:
-            callback(self)
-        self._callbacks.clear()
+        callbacks = self._callbacks
+        if callbacks:
+            self._callbacks = None
+            for callback in callbacks:
+                callback(self)
 
     def add_done_callback(self, callback: Callable[[Future[T]], Any]) -> None:
         """Call ``callback(self)`` once done (immediately if already done)."""
-        if self.done():
+        if self._done:
             callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
         else:
             self._callbacks.append(callback)
 

@@ -50,6 +50,7 @@ _METADATA_ERRORS = frozenset(
 )
 
 Bytes = bytes | str | None
+_new_tuple = tuple.__new__  # a NamedTuple built without its Python-level __new__ (the per-record path)
 
 
 def _to_bytes(value: Bytes) -> bytes | None:
@@ -69,7 +70,11 @@ def make_record(
     not bytes, str or None."""
     ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
     headers_b = [(k, _to_bytes(v)) for k, v in headers] if headers else []
-    return SimpleRecord(_to_bytes(key), _to_bytes(value), headers_b, ts)
+    if key is not None and type(key) is not bytes:
+        key = _to_bytes(key)
+    if value is not None and type(value) is not bytes:
+        value = _to_bytes(value)
+    return _new_tuple(SimpleRecord, (key, value, headers_b, ts))
 
 
 def _check_partition(topic: str, partition: int | None, count: int) -> None:
@@ -200,10 +205,12 @@ class Producer:
         topic, partition, headers, timestamp_ms = self.route_delayed(
             topic, partition, headers, timestamp_ms, delay_ms, deliver_at_ms, delay_id, ttl_ms
         )
-        record, count = self.prepare_send(topic, value, key, partition, headers, timestamp_ms)
+        record, count, size = self.prepare_send(topic, value, key, partition, headers, timestamp_ms)
         if count is None:
             count = await self._cluster.partitions_for(topic)
-        return self.append_record(topic, record, partition, count)
+            return self.append_record(topic, record, partition, count)
+        # Nothing awaited since prepare_send checked the producer's state and the partition: queue at once.
+        return self.append_checked(topic, record, partition, count, size)
 
     def route_delayed(
         self,
@@ -241,51 +248,69 @@ class Producer:
         partition: int | None,
         headers: Sequence[tuple[str, Bytes]] | None,
         timestamp_ms: int | None,
-    ) -> tuple[SimpleRecord, int | None]:
+    ) -> tuple[SimpleRecord, int | None, int]:
         """The part of ``send`` before queueing that needs no I/O: raise what ``send`` raises there (closed producer,
         transaction state, a key/value/header value not bytes, str or None, a record over max.request.size, a
         partition the topic lacks), build the record, and return it with the topic's partition count when the metadata
-        cache knows it (else None).
+        cache knows it (else None) and its estimated size in a batch.
 
-        Reads only, so the sync facade calls it on the caller's thread to raise there; ``append_record`` checks again
-        on the event loop.
+        Reads only, so the sync facade calls it on the caller's thread to raise there; it checks again on the event
+        loop (:meth:`check_sendable`, then :meth:`append_checked`).
         """
+        if self._closed or not self._started:
+            self._check_open()
+        txn = self._txn
+        if txn is not None:
+            txn.check_can_send()
+        record = make_record(value, key, headers, timestamp_ms)
+        size = record_size(record)
+        if size + BATCH_OVERHEAD > self.config.max_request_size:
+            raise error_for(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the record is {size + BATCH_OVERHEAD} bytes, more than max.request.size "
+                f"({self.config.max_request_size})",
+            )
+        cluster = self._cluster
+        info = cluster.topics.get(topic)
+        if info is None or info.error_code or not cluster.metadata_fresh():
+            return record, None, size
+        count = len(info.leaders)
+        if partition is not None:
+            _check_partition(topic, partition, count)
+        return record, count, size
+
+    def check_sendable(self) -> None:
+        """Raise unless records may be queued now (the producer is open, the transaction state allows sends)."""
         self._check_open()
         if self._txn is not None:
             self._txn.check_can_send()
-        record = make_record(value, key, headers, timestamp_ms)
-        size = BATCH_OVERHEAD + record_size(record)
-        if size > self.config.max_request_size:
-            raise error_for(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"the record is {size} bytes, more than max.request.size ({self.config.max_request_size})",
-            )
-        info = self._cluster.topics.get(topic)
-        if info is None or info.error_code or not self._cluster.metadata_fresh():
-            return record, None
-        count = len(info.leaders)
-        _check_partition(topic, partition, count)
-        return record, count
 
     def append_record(
         self, topic: str, record: SimpleRecord, partition: int | None, count: int
     ) -> Future[RecordMetadata]:
         """Queue ``record`` for ``topic`` (of ``count`` partitions) without I/O: the second half of ``send``, on the
         event loop's thread."""
-        self._check_open()
+        self.check_sendable()
+        return self.append_checked(topic, record, partition, count, record_size(record))
+
+    def append_checked(
+        self, topic: str, record: SimpleRecord, partition: int | None, count: int, size: int
+    ) -> Future[RecordMetadata]:
+        """:meth:`append_record` for a record of ``size`` estimated bytes, once :meth:`check_sendable` passed in the
+        same step of the event loop (nothing awaited in between; the sync facade checks once per chunk of records)."""
         if partition is None:
             partition = self._partitioner(topic, record.key, count)
         else:
             _check_partition(topic, partition, count)
-        tp = TopicPartition(topic, partition)
-        if self._txn is not None:
-            self._txn.check_can_send()
-            self._txn.maybe_add_partition(tp)
+        tp = _new_tuple(TopicPartition, (topic, partition))
+        txn = self._txn
+        if txn is not None and txn.transactional_id is not None:
+            txn.maybe_add_partition(tp)
         fut: Future[RecordMetadata] = Future()
-        new, full = self._acc.append(tp, record, fut, time.monotonic())
+        new, full = self._acc.append(tp, record, fut, time.monotonic(), size)
         if full and record.key is None and isinstance(self._partitioner, DefaultPartitioner):
             self._partitioner.next_batch(topic, count, partition)
-        if new or full or self.config.linger_ms == 0 or (self._txn is not None and self._txn.new_partitions):
+        if new or full or self.config.linger_ms == 0 or (txn is not None and txn.new_partitions):
             self._wakeup()
         return fut
 

@@ -233,11 +233,18 @@ class Producer(_Blocking):
                 await handoff.close()  # before the producer's close, which flushes what it holds
                 tg.cancel_scope.cancel()
 
-    def _apply(self, chunk: list[tuple[DeliveryHandle, str, SimpleRecord, int | None, int]]) -> None:
-        append = self._async.append_record
-        for handle, topic, record, partition, count in chunk:
+    def _apply(self, chunk: list[tuple[DeliveryHandle, str, SimpleRecord, int | None, int, int]]) -> None:
+        producer = self._async
+        try:
+            producer.check_sendable()  # once per chunk: nothing in the loop below awaits
+        except Exception as exc:
+            for handle, *_ in chunk:
+                handle._error = exc
+            return
+        append = producer.append_checked
+        for handle, topic, record, partition, count, size in chunk:
             try:
-                handle._fut = append(topic, record, partition, count)
+                handle._fut = append(topic, record, partition, count, size)
             except Exception as exc:
                 handle._error = exc
 
@@ -273,13 +280,13 @@ class Producer(_Blocking):
         topic, partition, headers, timestamp_ms = producer.route_delayed(
             topic, partition, headers, timestamp_ms, delay_ms, deliver_at_ms, delay_id, ttl_ms
         )
-        record, count = producer.prepare_send(topic, value, key, partition, headers, timestamp_ms)
+        record, count, size = producer.prepare_send(topic, value, key, partition, headers, timestamp_ms)
         handle = DeliveryHandle(self)
         if count is None:  # metadata to fetch: the async send does it (and raises for an unknown topic)
             kw = {"partition": partition, "headers": headers, "timestamp_ms": record.timestamp}
             handle._fut = self._call(producer.send, topic, value, key, **kw)
         else:
-            handoff.put((handle, topic, record, partition, count))
+            handoff.put((handle, topic, record, partition, count, size))
         return handle
 
     def send_and_wait(self, topic: str, value: Any, key: Any = None, **kw: Any) -> RecordMetadata:
@@ -340,12 +347,12 @@ class Consumer(_Blocking):
             polled = self._call(consumer.getmany, timeout_ms=consumer.fetch_max_wait_ms, max_records=1)
             for records in polled.values():
                 yield from records
+            take = consumer.take_buffered
             for _ in range(consumer.max_poll_records - 1 if polled else 0):
-                taken = consumer.take_buffered(1)
-                if not taken:
+                record = take()
+                if record is None:
                     break
-                for records in taken.values():
-                    yield from records
+                yield record
 
 
 class Admin(_Blocking):

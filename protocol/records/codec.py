@@ -21,6 +21,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from oncelog.protocol.records.batch import (
@@ -81,14 +82,17 @@ class SimpleRecord(NamedTuple):
 
 # --- varints -----------------------------------------------------------------------------------------------
 
-_ONE_BYTE = [bytes((i,)) for i in range(128)]
+#: The one- and two-byte varints by zigzag value (values -8192 .. 8191): the encoder's table lookup.
+_VARINTS = [bytes((z,)) if z < 0x80 else bytes(((z & 0x7F) | 0x80, z >> 7)) for z in range(0x4000)]
+#: Values below this (and >= 0) are encoded by ``_VARINTS[value << 1]``.
+_SMALL = 0x2000
 
 
 def encode_varint(value: int) -> bytes:
     """Zigzag varint/varlong (Kafka ByteUtils.writeVarint/writeVarlong) of a signed 64-bit value."""
     z = (value << 1) ^ (value >> 63)
-    if z < 0x80:
-        return _ONE_BYTE[z]
+    if z < 0x4000:
+        return _VARINTS[z]
     out = bytearray()
     while z >= 0x80:
         out.append((z & 0x7F) | 0x80)
@@ -141,52 +145,73 @@ def _encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> list[bytes]:
 
 def encode_records(records: Sequence[Any], base_offset: int, base_timestamp: int) -> bytes:
     """The uncompressed records section; each record needs .offset, .timestamp, .key, .value, .headers."""
+    deltas = [rec.offset - base_offset for rec in records]
+    return _encode_section(records, deltas, [rec.timestamp for rec in records], base_timestamp)
+
+
+def _encode_section(
+    records: Sequence[Any], offset_deltas: Iterable[int], timestamps: Iterable[int], base_timestamp: int
+) -> bytes:
+    """The records section: record i has offset delta ``offset_deltas[i]`` (>= 0) and ``timestamps[i]``.
+
+    The producer's hot loop: small varints by table lookup, each record's length summed rather than its body
+    joined, one join for the whole section.
+    """
+    table = _VARINTS
+    small = _SMALL
     varint = encode_varint
-    out: list[bytes] = []
-    append = out.append
-    for rec in records:
+    out: list[Any] = []
+    extend = out.extend
+    for rec, delta, timestamp in zip(records, offset_deltas, timestamps, strict=True):
+        ts_delta = timestamp - base_timestamp
+        z = (ts_delta << 1) ^ (ts_delta >> 63)
+        ts_raw = table[z] if z < 0x4000 else varint(ts_delta)
+        delta_raw = table[delta << 1] if delta < small else varint(delta)
         key = rec.key
-        value = rec.value
-        body = [
-            b"\x00",
-            varint(rec.timestamp - base_timestamp),
-            varint(rec.offset - base_offset),
-            b"\x01" if key is None else varint(len(key)),
-            b"" if key is None else key,
-            b"\x01" if value is None else varint(len(value)),
-            b"" if value is None else value,
-        ]
-        if rec.headers:
-            body.extend(_encode_headers(rec.headers))
+        if key is None:
+            key_len = b"\x01"  # zigzag(-1)
+            key = b""
         else:
-            body.append(b"\x00")
-        raw = b"".join(body)
-        append(varint(len(raw)))
-        append(raw)
+            if type(key) is not bytes:
+                key = bytes(key)
+            key_len = table[len(key) << 1] if len(key) < small else varint(len(key))
+        value = rec.value
+        if value is None:
+            value_len = b"\x01"
+            value = b""
+        else:
+            if type(value) is not bytes:
+                value = bytes(value)
+            value_len = table[len(value) << 1] if len(value) < small else varint(len(value))
+        headers = b"".join(_encode_headers(rec.headers)) if rec.headers else b"\x00"
+        length = 1 + len(ts_raw) + len(delta_raw) + len(key_len) + len(key) + len(value_len) + len(value) + len(headers)
+        length_raw = table[length << 1] if length < small else varint(length)
+        extend((length_raw, b"\x00", ts_raw, delta_raw, key_len, key, value_len, value, headers))
     return b"".join(out)
 
 
-def _with_offsets(records: Sequence[Any], base_offset: int, now_ms: int | None) -> list[Any]:
-    """Fill in missing offsets (base_offset + index) and timestamps (now) as Record tuples."""
-    out = []
-    now = None
-    for index, rec in enumerate(records):
-        offset = getattr(rec, "offset", None)
-        timestamp = rec.timestamp
-        if timestamp is None:
-            if now is None:
-                now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
-            timestamp = now
-        out.append(
-            Record(
-                base_offset + index if offset is None else offset,
-                timestamp,
-                None if rec.key is None else bytes(rec.key),
-                None if rec.value is None else bytes(rec.value),
-                rec.headers,
-            )
-        )
-    return out
+def _offsets_and_timestamps(
+    records: Sequence[Any], base_offset: int, now_ms: int | None
+) -> tuple[Sequence[int], list[int]]:
+    """Each record's offset delta (its ``offset`` when it has one, else its index) and timestamp (``now_ms``, default
+    the current time, when None). Raises ValueError unless the offsets increase from ``base_offset``."""
+    if all(type(rec) is SimpleRecord for rec in records):
+        deltas: Sequence[int] = range(len(records))
+    else:
+        deltas = []
+        previous = -1
+        for index, rec in enumerate(records):
+            offset = getattr(rec, "offset", None)
+            delta = index if offset is None else offset - base_offset
+            if delta <= previous:
+                raise ValueError(f"record offsets must increase from the base offset; got {base_offset + delta}")
+            deltas.append(delta)
+            previous = delta
+    timestamps = [rec.timestamp for rec in records]
+    if None in timestamps:
+        now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        timestamps = [now if ts is None else ts for ts in timestamps]
+    return deltas, timestamps
 
 
 def encode_batch(
@@ -217,20 +242,16 @@ def encode_batch(
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
-    recs = _with_offsets(records, base_offset, now_ms)
-    previous = base_offset - 1
-    for rec in recs:
-        if rec.offset <= previous:
-            raise ValueError(f"record offsets must increase from the base offset; got {rec.offset}")
-        previous = rec.offset
+    deltas, timestamps = _offsets_and_timestamps(records, base_offset, now_ms)
+    previous = base_offset + deltas[-1]
     if last_offset is not None and last_offset < previous:
         raise ValueError(f"last offset {last_offset} is below the last record's {previous}")
     last_offset_delta = (previous if last_offset is None else last_offset) - base_offset
     if last_offset_delta > _INT32_MAX:
         raise ValueError("offset delta does not fit in an int32")
-    base_timestamp = recs[0].timestamp
-    max_timestamp = max(rec.timestamp for rec in recs)
-    body = encode_records(recs, base_offset, base_timestamp)
+    base_timestamp = timestamps[0]
+    max_timestamp = max(timestamps)
+    body = _encode_section(records, deltas, timestamps, base_timestamp)
     if compression != Compression.NONE:
         body = compress(compression, body, level=compression_level)
     attributes = (
@@ -256,7 +277,7 @@ def encode_batch(
         producer_id,
         producer_epoch,
         base_sequence,
-        len(recs),
+        len(records),
     )
     buf[BATCH_HEADER_SIZE:] = body
     _UINT32.pack_into(buf, CRC_POS, compute_crc(buf, 0, size))
@@ -284,11 +305,36 @@ def rewrite_batch(header: BatchHeader, records: Sequence[Record], *, compression
 
 # --- decode ------------------------------------------------------------------------------------------------
 
+#: Zigzag value of a one-byte varint by its byte (None: the varint goes on).
+_ONE: list[int | None] = [((b >> 1) ^ -(b & 1)) if b < 0x80 else None for b in range(256)]
+#: Zigzag value of a two-byte varint by ``first | second << 8`` (None: not a two-byte varint).
+_TWO: list[int | None] = [None] * 65536
+for _first in range(0x80, 0x100):
+    for _second in range(0x80):
+        _z = (_first & 0x7F) | (_second << 7)
+        _TWO[_first | (_second << 8)] = (_z >> 1) ^ -(_z & 1)
+del _first, _second, _z
 
-def decode_records(
+
+class RecordColumns(NamedTuple):
+    """The records of one batch as columns: ``offsets[i]``, ``timestamps[i]`` (absolute, ms), ``keys[i]``,
+    ``values[i]``, ``headers[i]`` describe record i. Offsets strictly increase when the batch is well formed."""
+
+    offsets: list[int]
+    timestamps: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[list[tuple[str, bytes | None]]]
+
+    def rows(self) -> list[Record]:
+        """The same records as Record tuples."""
+        return list(map(_new_tuple, repeat(Record), zip(*self, strict=True)))
+
+
+def decode_columns(
     data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None = None
-) -> list[Record]:
-    """Decode exactly ``count`` records spanning all of ``data``; raises InvalidBatchError otherwise.
+) -> RecordColumns:
+    """Decode exactly ``count`` records spanning all of ``data`` into columns; raises InvalidBatchError otherwise.
 
     ``log_append_time``, when given, replaces every record's timestamp (LogAppendTime batches: Kafka reports
     the batch's maxTimestamp for each record).
@@ -296,80 +342,121 @@ def decode_records(
     if count > len(data) // MIN_RECORD_SIZE:
         raise InvalidBatchError(f"record count {count} cannot fit in {len(data)} bytes")
     try:
-        return _decode_records(data, count, base_offset, base_timestamp, log_append_time)
+        return _decode_columns(data, count, base_offset, base_timestamp, log_append_time)
     except IndexError:
         raise InvalidBatchError("truncated record") from None
     except UnicodeDecodeError:
         raise InvalidBatchError("record header key is not valid UTF-8") from None
 
 
-def _decode_records(
-    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+def decode_records(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None = None
 ) -> list[Record]:
+    """:func:`decode_columns` as a list of Record tuples."""
+    return decode_columns(data, count, base_offset, base_timestamp, log_append_time).rows()
+
+
+def _decode_columns(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> RecordColumns:
+    """The hot loop of the consumer: one pass, one- and two-byte varints by table lookup (longer ones by
+    :func:`read_varint_tail`), five list appends per record and no per-record tuple. A read past ``data`` raises
+    IndexError (the caller's "truncated record")."""
+    one = _ONE
+    two = _TWO
     tail = read_varint_tail
     end = len(data)
     pos = 0
-    records: list[Record] = []
-    append = records.append
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers_col: list[list[tuple[str, bytes | None]]] = []
+    add_offset = offsets.append
+    add_timestamp = timestamps.append
+    add_key = keys.append
+    add_value = values.append
+    add_headers = headers_col.append
+    min_length = MIN_RECORD_SIZE - 1
     for _ in range(count):
         # length (varint)
-        b = data[pos]
-        if b < 0x80:
-            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        length = one[data[pos]]
+        if length is not None:
+            pos += 1
         else:
-            length, pos = tail(data, pos + 1, b, 5)
+            length = two[data[pos] | data[pos + 1] << 8]
+            if length is not None:
+                pos += 2
+            else:
+                length, pos = tail(data, pos + 1, data[pos], 5)
         rec_end = pos + length
-        if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+        if length < min_length or rec_end > end:
             raise InvalidBatchError(f"record length {length} is invalid for the bytes remaining")
         pos += 1  # attributes
         # timestampDelta (varlong)
-        b = data[pos]
-        if b < 0x80:
-            ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        ts_delta = one[data[pos]]
+        if ts_delta is not None:
+            pos += 1
         else:
-            ts_delta, pos = tail(data, pos + 1, b, 10)
+            ts_delta = two[data[pos] | data[pos + 1] << 8]
+            if ts_delta is not None:
+                pos += 2
+            else:
+                ts_delta, pos = tail(data, pos + 1, data[pos], 10)
         # offsetDelta (varint)
-        b = data[pos]
-        if b < 0x80:
-            off_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        off_delta = one[data[pos]]
+        if off_delta is not None:
+            pos += 1
         else:
-            off_delta, pos = tail(data, pos + 1, b, 5)
+            off_delta = two[data[pos] | data[pos + 1] << 8]
+            if off_delta is not None:
+                pos += 2
+            else:
+                off_delta, pos = tail(data, pos + 1, data[pos], 5)
         # key
-        b = data[pos]
-        if b < 0x80:
-            size, pos = (b >> 1) ^ -(b & 1), pos + 1
+        size = one[data[pos]]
+        if size is not None:
+            pos += 1
         else:
-            size, pos = tail(data, pos + 1, b, 5)
+            size = two[data[pos] | data[pos + 1] << 8]
+            if size is not None:
+                pos += 2
+            else:
+                size, pos = tail(data, pos + 1, data[pos], 5)
         if size < 0:
             if size != -1:
                 raise InvalidBatchError(f"invalid key length {size}")
-            key = None
+            add_key(None)
         else:
             if pos + size > rec_end:
                 raise InvalidBatchError("record key overruns the record")
-            key = data[pos : pos + size]
+            add_key(data[pos : pos + size])
             pos += size
         # value
-        b = data[pos]
-        if b < 0x80:
-            size, pos = (b >> 1) ^ -(b & 1), pos + 1
+        size = one[data[pos]]
+        if size is not None:
+            pos += 1
         else:
-            size, pos = tail(data, pos + 1, b, 5)
+            size = two[data[pos] | data[pos + 1] << 8]
+            if size is not None:
+                pos += 2
+            else:
+                size, pos = tail(data, pos + 1, data[pos], 5)
         if size < 0:
             if size != -1:
                 raise InvalidBatchError(f"invalid value length {size}")
-            value = None
+            add_value(None)
         else:
             if pos + size > rec_end:
                 raise InvalidBatchError("record value overruns the record")
-            value = data[pos : pos + size]
+            add_value(data[pos : pos + size])
             pos += size
         # headers
-        b = data[pos]
-        if b < 0x80:
-            nheaders, pos = (b >> 1) ^ -(b & 1), pos + 1
+        nheaders = one[data[pos]]
+        if nheaders is not None:
+            pos += 1
         else:
-            nheaders, pos = tail(data, pos + 1, b, 5)
+            nheaders, pos = tail(data, pos + 1, data[pos], 5)
         headers: list[tuple[str, bytes | None]] = []
         if nheaders:
             if nheaders < 0 or nheaders > (rec_end - pos) // 2:
@@ -378,21 +465,14 @@ def _decode_records(
         if pos != rec_end:
             used = length + pos - rec_end
             raise InvalidBatchError(f"record declared {length} bytes but its fields use {used}")
-        append(
-            _new_tuple(
-                Record,
-                (
-                    base_offset + off_delta,
-                    log_append_time if log_append_time is not None else base_timestamp + ts_delta,
-                    key,
-                    value,
-                    headers,
-                ),
-            )
-        )
+        add_offset(base_offset + off_delta)
+        add_timestamp(base_timestamp + ts_delta)
+        add_headers(headers)
     if pos != end:
         raise InvalidBatchError(f"{end - pos} bytes remain after the declared {count} records")
-    return records
+    if log_append_time is not None:
+        timestamps = [log_append_time] * count
+    return RecordColumns(offsets, timestamps, keys, values, headers_col)
 
 
 def _decode_headers(data: bytes, pos: int, rec_end: int, count: int, headers: list[tuple[str, bytes | None]]) -> int:
@@ -435,13 +515,30 @@ def decode_batch(
 def _records_of(
     buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, max_decompressed_size: int
 ) -> list[Record]:
-    body = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size])
-    if not body and header.records_count == 0:
-        return []  # an empty batch (left by compaction) has no records section to decompress
-    if header.compression != Compression.NONE:
-        body = decompress(header.compression, body, max_size=max_decompressed_size)
+    return _columns_of(buf, pos, header, max_decompressed_size).rows()
+
+
+def _columns_of(
+    buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, max_decompressed_size: int
+) -> RecordColumns:
+    body = records_section(buf, pos, header, max_decompressed_size)
     log_append_time = header.max_timestamp if header.timestamp_type == 1 else None
-    return decode_records(body, header.records_count, header.base_offset, header.base_timestamp, log_append_time)
+    return decode_columns(body, header.records_count, header.base_offset, header.base_timestamp, log_append_time)
+
+
+def records_section(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    header: BatchHeader,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> bytes:
+    """The records section of the (validated) batch ``header`` describes at ``pos``, decompressed; raises
+    InvalidBatchError when it would decompress beyond ``max_decompressed_size``."""
+    body = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size])
+    if header.compression != Compression.NONE and (body or header.records_count):
+        # An empty batch (left by compaction) has no records section to decompress.
+        body = decompress(header.compression, body, max_size=max_decompressed_size)
+    return body
 
 
 def iter_batches(
@@ -454,6 +551,14 @@ def iter_batches(
     """
     for pos, header in iter_headers(buf, check_crc=True):
         yield header, _records_of(buf, pos, header, max_decompressed_size)
+
+
+def iter_batch_columns(
+    buf: bytes | bytearray | memoryview, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> Iterator[tuple[BatchHeader, RecordColumns]]:
+    """:func:`iter_batches` with each batch's records as :class:`RecordColumns` (the consumer's bulk path)."""
+    for pos, header in iter_headers(buf, check_crc=True):
+        yield header, _columns_of(buf, pos, header, max_decompressed_size)
 
 
 def iter_records(

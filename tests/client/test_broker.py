@@ -107,7 +107,7 @@ async def test_round_trip_keys_headers_compression(bootstrap_servers: str, new_t
     by_pos = {(r.partition, r.offset): r for r in records}
     assert len({(m.partition, m.offset) for m in sent}) == 250
     r = by_pos[(sent[0].partition, sent[0].offset)]
-    assert (r.key, r.value, r.headers, r.timestamp) == (b"k0", b"gzip-0", [("h", b"x"), ("n", None)], 1_700_000_000_000)
+    assert (r.key, r.value, r.headers, r.timestamp) == (b"k0", b"gzip-0", (("h", b"x"), ("n", None)), 1_700_000_000_000)
     for partition in (0, 1):
         offsets = [r.offset for r in records if r.partition == partition]
         assert offsets == list(range(125))
@@ -313,7 +313,7 @@ async def test_we_read_what_confluent_writes(bootstrap_servers: str, new_topic: 
     assert sorted(r.value for r in committed) == sorted(f"True-{i}".encode() for i in range(10))
     assert len(everything) == 20
     r = next(r for r in committed if r.value == b"True-3")
-    assert (r.key, r.partition, r.headers, r.timestamp) == (b"k3", 1, [("c", b"1")], 1_650_000_000_003)
+    assert (r.key, r.partition, r.headers, r.timestamp) == (b"k3", 1, (("c", b"1"),), 1_650_000_000_003)
 
 
 async def test_admin_topics_configs_and_transactions(bootstrap_servers: str) -> None:

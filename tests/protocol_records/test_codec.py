@@ -20,6 +20,7 @@ from oncelog.protocol.records import (
     iter_records,
 )
 from oncelog.protocol.records.codec import decode_varint, encode_varint
+from support.record_strategies import simple_records
 
 
 def crc32c_reference(data: bytes) -> int:
@@ -282,19 +283,7 @@ def test_memoryview_and_position() -> None:
 
 # --- property-based ----------------------------------------------------------------------------------------
 
-header_keys = st.text(max_size=8)
-opt_bytes = st.none() | st.binary(max_size=40)
-records_st = st.lists(
-    st.builds(
-        SimpleRecord,
-        opt_bytes,
-        opt_bytes,
-        st.lists(st.tuples(header_keys, opt_bytes), max_size=3),
-        st.integers(0, 2**41),
-    ),
-    min_size=1,
-    max_size=8,
-)
+records_st = simple_records(max_bytes=40, max_records=8)
 
 
 @settings(max_examples=150, deadline=None)
