@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 from oncelog.broker.clock import now_ms
+from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.faults import fault_point
 from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from oncelog.broker.replication.partitions import Transition
 from oncelog.broker.txn.markers import MarkerWriter, TxnMarker
 from oncelog.broker.txn.metadata import (
     COMPLETED_STATES,
@@ -51,7 +51,7 @@ from oncelog.broker.txn.metadata import (
     TxnState,
     epoch_exhausted,
 )
-from oncelog.broker.txn.state_log import StateLogError, TransactionStateLog, fold
+from oncelog.broker.txn.state_log import StateLogError, TransactionStateLog
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.java_hash import partition_for_key
 
@@ -60,8 +60,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-#: Records replayed per step while loading a partition, between checkpoints that let requests run.
-LOAD_STEP_RECORDS = 1000
 #: Pause between rounds of completing a newly loaded partition's prepared transactions whose markers could not all
 #: be written yet (a partition leader is being elected).
 COMPLETION_RETRY_BACKOFF_S = 0.5
@@ -87,27 +85,23 @@ class TransactionCoordinator:
         self._expirations: DeadlineHeap[str] = DeadlineHeap()
         #: Ids in PrepareCommit / PrepareAbort: their markers are (re)written by ``complete_pending``.
         self._prepared: set[str] = set()
-        #: ``__transaction_state`` partitions whose ids are loaded here, with their coordinator epoch.
-        self._owned: dict[int, int] = {}
-        #: Partitions led here whose ids are being loaded, with the epoch they are loaded at.
-        self._loading: dict[int, int] = {}
-        self._load_wanted = trio.Event()
-        broker.replicas.add_role_listener(self._on_role)
+        #: The ``__transaction_state`` partitions whose ids this broker coordinates, at which coordinator epoch.
+        self.partitions = CoordinatorPartitions(
+            TRANSACTION_STATE_TOPIC,
+            broker.replicas,
+            load=self.state_log.load_steps,
+            install=self._install,
+            unload=self._unload,
+            after_load=self._complete_partition,
+        )
 
     # Lifecycle -------------------------------------------------------------------------------------------------
 
     def load(self) -> None:
         """Read the ``__transaction_state`` partitions this broker leads without an applied state (blocking; called
         before serving): every partition on the single node, none on a cluster member, which loads each partition
-        when it comes to lead it."""
-        replicas = self._broker.replicas
-        for partition in range(self.state_log.num_partitions):
-            if replicas.roles.get((TRANSACTION_STATE_TOPIC, partition)) is None and replicas.leads(
-                TRANSACTION_STATE_TOPIC, partition
-            ):
-                loaded: dict[str, TransactionMetadata] = {}
-                fold(self.state_log.entries(partition), loaded)
-                self._install(partition, replicas.leader_epoch(TRANSACTION_STATE_TOPIC, partition), loaded)
+        when it comes to lead it (``run_loader``)."""
+        self.partitions.load_unassigned(self.state_log.num_partitions)
         pending = len(self._prepared)
         log.info("transactions_loaded", transactional_ids=len(self._transactions), to_complete=pending)
 
@@ -115,68 +109,20 @@ class TransactionCoordinator:
         for metadata in loaded.values():
             self._transactions[metadata.transactional_id] = metadata
             self._track(metadata)
-        self._owned[partition] = epoch
-
-    def _on_role(self, topic: str, partition: int, transition: Transition, leader_epoch: int) -> None:
-        """A ``__transaction_state`` partition changed role here: drop what was loaded of it; load it again at the
-        new epoch when this broker now leads it."""
-        if topic != TRANSACTION_STATE_TOPIC:
-            return
-        self._unload(partition)
-        if transition is Transition.BECAME_LEADER:
-            self._loading[partition] = leader_epoch
-            self._load_wanted.set()
 
     def _unload(self, partition: int) -> None:
-        was_owned = self._owned.pop(partition, None) is not None
-        self._loading.pop(partition, None)
-        dropped = [t for t in self._transactions if self.state_log.partition_for(t) == partition]
-        for transactional_id in dropped:
+        for transactional_id in [t for t in self._transactions if self.state_log.partition_for(t) == partition]:
             del self._transactions[transactional_id]
             self._untrack(transactional_id)
-        if was_owned:
-            log.info("transactions_unloaded", partition=partition, transactional_ids=len(dropped))
 
     async def run_loader(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Load each partition this broker comes to lead, one at a time, then complete its prepared transactions
-        in the background."""
-        async with trio.open_nursery() as nursery:
-            task_status.started()
-            while True:
-                await self._load_wanted.wait()
-                self._load_wanted = trio.Event()
-                for partition, epoch in sorted(self._loading.items()):
-                    if await self._load_partition(partition, epoch):
-                        nursery.start_soon(self._complete_partition, partition, epoch)
-
-    async def _load_partition(self, partition: int, epoch: int) -> bool:
-        """Replay the partition in steps of LOAD_STEP_RECORDS; False when it stopped being led at ``epoch``
-        meanwhile (nothing is installed then)."""
-        started = trio.current_time()
-        loaded: dict[str, TransactionMetadata] = {}
-        entries = self.state_log.entries(partition)
-        while self._loading.get(partition) == epoch:
-            step = [entry for _, entry in zip(range(LOAD_STEP_RECORDS), entries, strict=False)]
-            fold(step, loaded)
-            if len(step) < LOAD_STEP_RECORDS:
-                break
-            await trio.sleep(0)
-        else:
-            return False
-        del self._loading[partition]
-        self._install(partition, epoch, loaded)
-        log.info(
-            "transactions_loaded",
-            partition=partition,
-            coordinator_epoch=epoch,
-            transactional_ids=len(loaded),
-            seconds=round(trio.current_time() - started, 3),
-        )
-        return True
+        """Load each ``__transaction_state`` partition this broker comes to lead, then complete its prepared
+        transactions in the background."""
+        await self.partitions.run(task_status=task_status)
 
     async def _complete_partition(self, partition: int, epoch: int) -> None:
         """Complete the partition's prepared transactions, round after round, while it is owned at ``epoch``."""
-        while self._owned.get(partition) == epoch:
+        while self.partitions.owned.get(partition) == epoch:
             prepared = [t for t in self._prepared if self.state_log.partition_for(t) == partition]
             if not prepared:
                 return
@@ -289,23 +235,18 @@ class TransactionCoordinator:
     def status(self, transactional_id: str) -> ErrorCode:
         """NONE when this broker coordinates the id now (its partition is loaded here), COORDINATOR_LOAD_IN_PROGRESS
         while it is being loaded, else NOT_COORDINATOR."""
-        partition = self.state_log.partition_for(transactional_id)
-        if partition in self._owned:
-            return ErrorCode.NONE
-        if partition in self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NOT_COORDINATOR
+        return self.partitions.status(self.state_log.partition_for(transactional_id))
 
     @property
     def loading(self) -> bool:
         """Whether any partition led here is still being loaded (ListTransactions answers
         COORDINATOR_LOAD_IN_PROGRESS then)."""
-        return bool(self._loading)
+        return bool(self.partitions.loading)
 
     def _coordinator_epoch(self, transactional_id: str, *, expected: int | None = None) -> int:
         """The coordinator epoch of the id's partition; StateLogError (``status``) when it is not loaded here, or
         NOT_COORDINATOR when it is no longer ``expected`` (the partition was lost, perhaps led again since)."""
-        epoch = self._owned.get(self.state_log.partition_for(transactional_id))
+        epoch = self.partitions.owned.get(self.state_log.partition_for(transactional_id))
         if epoch is None:
             raise StateLogError(self.status(transactional_id))
         if expected is not None and epoch != expected:

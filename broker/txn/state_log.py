@@ -10,10 +10,10 @@ having run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from oncelog.broker.clock import now_ms
+from oncelog.broker.coordinator_partitions import LOAD_STEP_RECORDS, LoadSteps
 from oncelog.broker.internal_log import replay
 from oncelog.broker.metadata import INTERNAL_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC
 from oncelog.broker.txn.metadata import NO_PRODUCER_ID, TransactionMetadata
@@ -149,20 +149,21 @@ class TransactionStateLog:
             if error != ErrorCode.NONE:
                 raise _append_error(error)
 
-    def entries(self, partition: int) -> Iterator[tuple[str, TransactionMetadata | None]]:
-        """The partition's records from its start, in order: (transactional id, its state or None for a
-        tombstone)."""
+    def load_steps(self, partition: int) -> LoadSteps:
+        """Replay the partition from its start (yielding every LOAD_STEP_RECORDS records): the last record per
+        transactional id wins; tombstones delete. Returns the ids' states."""
+        states: dict[str, TransactionMetadata] = {}
+        replayed = 0
         for _, record in replay(self._broker.logs.get(TRANSACTION_STATE_TOPIC, partition)):
-            if record.key is not None:
-                transactional_id = decode_txn_log_key(record.key)
-                decoded = decode_txn_log_value(record.value)
-                yield transactional_id, None if decoded is None else from_log_value(transactional_id, decoded)
-
-
-def fold(entries: Iterable[tuple[str, TransactionMetadata | None]], into: dict[str, TransactionMetadata]) -> None:
-    """Apply replayed entries to ``into``: the last record per transactional id wins; tombstones delete."""
-    for transactional_id, metadata in entries:
-        if metadata is None:
-            into.pop(transactional_id, None)
-        else:
-            into[transactional_id] = metadata
+            if record.key is None:
+                continue
+            transactional_id = decode_txn_log_key(record.key)
+            decoded = decode_txn_log_value(record.value)
+            if decoded is None:
+                states.pop(transactional_id, None)
+            else:
+                states[transactional_id] = from_log_value(transactional_id, decoded)
+            replayed += 1
+            if replayed % LOAD_STEP_RECORDS == 0:
+                yield
+        return states

@@ -1,21 +1,40 @@
-"""Transaction coordinator failover on a three-broker cluster (stock confluent-kafka clients, real processes): the
-broker coordinating a transactional id dies by SIGKILL at a fault point (``ONCELOG_FAULTS``, set on that broker
-only) after the transaction's outcome is decided in ``__transaction_state``; the broker that takes over the id's
-partition loads it and finishes the transaction as decided, on partitions led by every broker."""
+"""Coordinator failover on a three-broker cluster (stock confluent-kafka clients, real processes).
+
+(a), (b): the broker coordinating a transactional id dies by SIGKILL at a fault point (``ONCELOG_FAULTS``, set on
+that broker only) after the transaction's outcome is decided in ``__transaction_state``; the broker that takes over
+the id's partition loads it and finishes the transaction as decided, on partitions led by every broker.
+(c): an exactly-once consume-transform-produce copier (``support/copier.py``, send_offsets_to_transaction) loses
+the broker that coordinates both its transactional id and its group mid-run; the output equals the input, once.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from oncelog.protocol.internal.java_hash import partition_for_key
 from support.cluster import Cluster
+from support.copier_harness import (
+    COPIER,
+    FINISH_DEADLINE_S,
+    MAX_FINISH_RESTARTS,
+    ChaosResult,
+    CopierProcess,
+    exactly_once_problems,
+    produce_input,
+)
+from support.copier_harness import read_committed as read_output
 
 TXN_STATE = "__transaction_state"
 TXN_STATE_PARTITIONS = 50
+OFFSETS = "__consumer_offsets"
+OFFSETS_PARTITIONS = 50
 #: The broker started with the fault point: it coordinates the transactional id under test.
 DOOMED = 1
 TOPIC = "orders"
@@ -43,9 +62,11 @@ def prepare(cluster: Cluster) -> str:
     warmup = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "warmup"})
     warmup.init_transactions(60)  # FindCoordinator creates __transaction_state
     md = cluster.wait_for(
-        lambda md: TXN_STATE in md.topics
-        and len(md.topics[TXN_STATE].partitions) == TXN_STATE_PARTITIONS
-        and all(p.leader > 0 for p in md.topics[TXN_STATE].partitions.values()),
+        lambda md: (
+            TXN_STATE in md.topics
+            and len(md.topics[TXN_STATE].partitions) == TXN_STATE_PARTITIONS
+            and all(p.leader > 0 for p in md.topics[TXN_STATE].partitions.values())
+        ),
         TXN_STATE,
     )
     leaders = {p: pm.leader for p, pm in md.topics[TXN_STATE].partitions.items()}
@@ -89,10 +110,8 @@ def read_committed(cluster: Cluster, expected: int, deadline_s: float = 60.0) ->
 
 def end_transaction(producer: Producer, commit: bool) -> None:
     """Commit or abort; the coordinator may die under it (the test checks the outcome by reading)."""
-    try:
+    with contextlib.suppress(KafkaException):
         (producer.commit_transaction if commit else producer.abort_transaction)(60)
-    except KafkaException:
-        pass
 
 
 def transaction_after(cluster: Cluster, transactional_id: str) -> list[bytes]:
@@ -148,3 +167,94 @@ def test_b_an_abort_decided_by_a_killed_coordinator_leaves_nothing_visible(clust
     # the only ones a read_committed reader sees (every partition's last stable offset moved past the abort).
     after = transaction_after(cluster, transactional_id)
     assert sorted(read_committed(cluster, len(after))) == sorted(after)
+
+
+def internal_leaders(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
+    """Partition -> leader of an internal topic, once every partition has one."""
+    md = cluster.wait_for(
+        lambda md: (
+            topic in md.topics
+            and len(md.topics[topic].partitions) == partitions
+            and all(p.leader > 0 for p in md.topics[topic].partitions.values())
+        ),
+        topic,
+    )
+    return {p: pm.leader for p, pm in md.topics[topic].partitions.items()}
+
+
+@pytest.fixture
+def plain_cluster() -> Iterator[Cluster]:
+    with Cluster(3) as running:
+        yield running
+
+
+def test_c_a_copier_loses_its_coordinators_broker_mid_run_and_copies_exactly_once(
+    plain_cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster = plain_cluster
+    admin = cluster.admin()
+    for name in ("copy-in", "copy-out"):
+        admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=3)])[name].result(60)
+    cluster.wait_for(lambda md: "copy-in" in md.topics and "copy-out" in md.topics, "topics")
+    records = 3000
+    input_rows = produce_input(cluster.bootstrap, "copy-in", records)
+    # FindCoordinator creates both internal topics; then pick ids both coordinated by one broker, the doomed one.
+    Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "warmup"}).init_transactions(60)
+    warm = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "warmup"})
+    warm.subscribe(["copy-in"])
+    warm.poll(3)
+    warm.close()
+    txn_leaders = internal_leaders(cluster, TXN_STATE, TXN_STATE_PARTITIONS)
+    group_leaders = internal_leaders(cluster, OFFSETS, OFFSETS_PARTITIONS)
+    doomed = txn_leaders[partition_for_key("copier-txn", TXN_STATE_PARTITIONS)]
+    group = next(
+        g
+        for g in (f"copier-group-{i}" for i in range(1000))
+        if group_leaders[partition_for_key(g, OFFSETS_PARTITIONS)] == doomed
+    )
+    starts = 0
+
+    def start_copier() -> CopierProcess:
+        nonlocal starts
+        starts += 1
+        argv = [sys.executable, str(COPIER), "--client", "confluent", "--bootstrap", cluster.bootstrap]
+        argv += ["--group", group, "--input", "copy-in", "--output", "copy-out", "--transactional-id", "copier-txn"]
+        argv += ["--instance-id", "copier-1", "--batch", "100", "--idle-s", "3"]
+        return CopierProcess(argv, tmp_path / f"copier-{starts}.log")
+
+    copiers: list[CopierProcess] = []
+    try:
+        check_copy(cluster, doomed, start_copier, copiers, tmp_path)
+    finally:
+        for running in copiers:
+            if running.poll() is None:
+                running.kill()
+    output_rows = read_output(cluster.live_bootstrap(), "copy-out", deadline_s=60)
+    assert exactly_once_problems(ChaosResult(records, input_rows, output_rows)) == []
+
+
+def check_copy(
+    cluster: Cluster,
+    doomed: int,
+    start: Callable[[], CopierProcess],
+    copiers: list[CopierProcess],
+    tmp_path: Path,
+) -> None:
+    """Run copiers (recorded in ``copiers``) until the input is copied, killing ``doomed`` after five commits."""
+    copier = start()
+    copiers.append(copier)
+    deadline = time.monotonic() + 60
+    while copier.commits() < 5 and copier.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert copier.commits() >= 5, (tmp_path / "copier-1.log").read_text()[-3000:]
+    cluster.brokers[doomed].kill()  # the coordinator of the copier's transactional id and of its group
+    exits = []
+    while (code := copier.wait(FINISH_DEADLINE_S)) != 0:
+        exits.append(code)  # fenced or fatal while the coordinators moved: a new copier resumes
+        assert len(exits) <= MAX_FINISH_RESTARTS, exits
+        copier = start()
+        copiers.append(copier)
+    last = start()  # finds nothing left to copy
+    copiers.append(last)
+    assert last.wait(FINISH_DEADLINE_S) == 0
+    assert "caught up after 0 records" in last.lines, last.lines[-5:]
