@@ -64,15 +64,7 @@ def prepare(cluster: Cluster) -> str:
     assert {p.leader for p in md.topics[TOPIC].partitions.values()} == {1, 2, 3}
     warmup = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "warmup"})
     warmup.init_transactions(60)  # FindCoordinator creates __transaction_state
-    md = cluster.wait_for(
-        lambda md: (
-            TXN_STATE in md.topics
-            and len(md.topics[TXN_STATE].partitions) == TXN_STATE_PARTITIONS
-            and all(p.leader > 0 for p in md.topics[TXN_STATE].partitions.values())
-        ),
-        TXN_STATE,
-    )
-    leaders = {p: pm.leader for p, pm in md.topics[TXN_STATE].partitions.items()}
+    leaders = internal_leaders(cluster, TXN_STATE, TXN_STATE_PARTITIONS)
     return next(
         tid
         for tid in (f"orders-writer-{i}" for i in range(1000))
