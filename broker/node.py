@@ -388,6 +388,7 @@ class BrokerNode:
                 await nursery.start(self.groups.run)
                 await self.transactions.complete_pending()
                 await nursery.start(self.transactions.run_expiration)
+                await nursery.start(self.transactions.run_loader)
                 nursery.start_soon(self._retention_loop)
                 if self.config.get_bool("log.cleaner.enable"):
                     nursery.start_soon(self.compactor.run)

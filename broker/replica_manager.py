@@ -41,6 +41,10 @@ from oncelog.storage.log_validator import DecompressionBudget
 
 log = structlog.get_logger(__name__)
 
+#: ``listener(topic, partition, transition, leader_epoch)``: told of each role change of a partition here
+#: (BECAME_LEADER, BECAME_FOLLOWER or STOPPED), after it took effect.
+RoleListener = Callable[[str, int, Transition, int], None]
+
 #: A request's current_leader_epoch when the client does not know it (Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH):
 #: not checked.
 NO_LEADER_EPOCH = -1
@@ -148,6 +152,12 @@ class ReplicaManager:
         #: The high watermarks saved before this start (``replication-offset-checkpoint``), read at the first
         #: partition state and each used once: a log opens with its high watermark at its end.
         self._saved_high_watermarks: dict[tuple[str, int], int] | None = None
+        self._role_listeners: list[RoleListener] = []
+
+    def add_role_listener(self, listener: RoleListener) -> None:
+        """Call ``listener`` after every role change of a partition from now on (the coordinators load or drop the
+        state of an internal partition they come to lead or stop leading). A listener must not raise."""
+        self._role_listeners.append(listener)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
@@ -448,6 +458,9 @@ class ReplicaManager:
         # Parked fetches and acks=all produces look again: they may have to answer NOT_LEADER_OR_FOLLOWER now.
         self._wake(self._fetch_watchers, tp)
         self._wake(self._replica_watchers, tp)
+        if transition is not Transition.UPDATED:
+            for listener in self._role_listeners:
+                listener(topic, partition, transition, state.leader_epoch)
         return transition
 
     def resign_leadership(self, now_ms: int) -> None:
@@ -465,6 +478,8 @@ class ReplicaManager:
             self.fetchers.unfollow(topic, partition)
         self._wake(self._fetch_watchers, (topic, partition))
         self._wake(self._replica_watchers, (topic, partition))
+        for listener in self._role_listeners:
+            listener(topic, partition, Transition.STOPPED, self.leader_epoch(topic, partition))
 
     def _restore_high_watermark(self, partition_log: PartitionLog) -> None:
         """A partition's first state since the start: its high watermark goes back to the one saved before (Kafka
@@ -577,6 +592,15 @@ class ReplicaManager:
             finally:
                 self.unwatch([tp], moved)
         return outcome
+
+    async def wait_committed(self, topic: str, partition: int, end_offset: int, timeout_s: float) -> ErrorCode:
+        """A coordinator's acks=all: wait until the partition's data below ``end_offset`` is durable here and, on a
+        partition led with followers, replicated to the ISR (``wait_replicated``, REQUEST_TIMED_OUT after
+        ``timeout_s``). The single node only waits for the fsync."""
+        error = await self.wait_durable(topic, partition, end_offset)
+        if error != ErrorCode.NONE or not self.replicated(topic, partition):
+            return error
+        return await self.wait_replicated(topic, partition, end_offset, trio.current_time() + timeout_s)
 
     def append_as_follower(
         self, topic: str, partition: int, records: bytes | memoryview, now_ms: int

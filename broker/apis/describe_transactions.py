@@ -12,10 +12,12 @@ if TYPE_CHECKING:
 
 
 def _describe(broker: Broker, transactional_id: str) -> dict:
+    status = broker.transactions.status(transactional_id)
     metadata = broker.transactions.get(transactional_id)
-    if metadata is None:
+    if status != ErrorCode.NONE or metadata is None:
         return {
-            "error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+            # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for ids this broker does not coordinate now.
+            "error_code": status if status != ErrorCode.NONE else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
             "transactional_id": transactional_id,
             "transaction_state": "",
             "transaction_timeout_ms": 0,

@@ -15,4 +15,6 @@ if TYPE_CHECKING:
 async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     groups = broker.groups.list_groups(list(body.states_filter), list(body.types_filter))
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
+    # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while a partition led here is loading (with the groups it has).
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.groups.partitions.loading else ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": error, "groups": groups}

@@ -1,4 +1,5 @@
-"""ListTransactions (66, KIP-664): transactional ids filtered by state, producer id and (v1) running time."""
+"""ListTransactions (66, KIP-664): the transactional ids this broker coordinates, filtered by state, producer id and
+(v1) running time."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ async def handle(broker: Broker, request: Request) -> dict:
         )
     return {
         "throttle_time_ms": 0,
-        "error_code": ErrorCode.NONE,
+        # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while any partition led here is loading (with what it has).
+        "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.transactions.loading else ErrorCode.NONE,
         "unknown_state_filters": sorted(states - KNOWN_STATE_NAMES),
         "transaction_states": listed,
     }

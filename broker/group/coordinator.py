@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 from oncelog.broker.clock import now_ms
+from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.group.metadata import Group, GroupState, Member, Reply
 from oncelog.broker.group.offsets import OffsetsMixin
 from oncelog.broker.group.offsets_log import GroupLog
 from oncelog.broker.keyed_locks import KeyedLocks
+from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.broker.txn.markers import add_marker_listener
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.group_log import GroupValue, MemberValue, encode_group_key, encode_group_value
@@ -99,7 +101,40 @@ class GroupCoordinator(OffsetsMixin):
         self._wakeup = trio.Event()
         #: (offsets partition, producer id) -> groups holding pending transactional offsets of that producer.
         self._pending_txn: dict[tuple[int, int], set[str]] = {}
+        self._running = False
         add_marker_listener(broker.replicas, self._on_marker)
+        #: The ``__consumer_offsets`` partitions whose groups this broker coordinates.
+        self.partitions = CoordinatorPartitions(
+            CONSUMER_OFFSETS_TOPIC,
+            broker.replicas,
+            load=self.group_log.load_steps,
+            install=self._install,
+            unload=self._unload,
+        )
+
+    def load(self) -> None:
+        """Rebuild the groups of the ``__consumer_offsets`` partitions this broker leads without an applied state
+        (blocking; before serving): every partition on the single node, none on a cluster member, which loads each
+        partition when it comes to lead it."""
+        self.partitions.load_unassigned(self.group_log.num_partitions)
+        log.info("groups_loaded", groups=len(self._groups), pending_transactional=len(self._pending_txn))
+
+    def status(self, group_id: str) -> ErrorCode:
+        """NONE when this broker coordinates the group now, COORDINATOR_LOAD_IN_PROGRESS while its partition is
+        being loaded here, else NOT_COORDINATOR."""
+        return self.partitions.status(self.group_log.partition_for(group_id))
+
+    def _unload(self, partition: int) -> None:
+        """This broker no longer coordinates the partition's groups: drop them (members waiting for a JoinGroup or
+        SyncGroup answer get NOT_COORDINATOR and look for the new coordinator) and their pending offsets."""
+        for group_id in [g for g in self._groups if self.group_log.partition_for(g) == partition]:
+            group = self._groups.pop(group_id)
+            self._timers.cancel(group_id)
+            for member in group.members.values():
+                member.answer_join(join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
+                member.answer_sync(ErrorCode.NOT_COORDINATOR, b"")
+        for key in [k for k in self._pending_txn if k[0] == partition]:
+            del self._pending_txn[key]
 
     # Lifecycle -------------------------------------------------------------------------------------------------
 
@@ -111,10 +146,12 @@ class GroupCoordinator(OffsetsMixin):
             for member in group.members.values():
                 member.last_heartbeat_s = now
             self._schedule(group)
+        self._running = True
         await self.remove_orphaned_offsets()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._run_timers)
             nursery.start_soon(self._run_offset_expiration)
+            await nursery.start(self.partitions.run)
             task_status.started()
 
     def get(self, group_id: str) -> Group | None:
@@ -140,6 +177,8 @@ class GroupCoordinator(OffsetsMixin):
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
         await self._broker.ensure_offsets_topic()
         async with self._locks(request.group_id):
+            if (error := self.status(request.group_id)) != ErrorCode.NONE:
+                return join_error(error, request.member_id)
             group = self._groups.get(request.group_id)
             if group is None:
                 if request.member_id:
@@ -423,6 +462,8 @@ class GroupCoordinator(OffsetsMixin):
         """Kafka's handleSyncGroup: (error, assignment, protocol type, protocol name)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, b"", None, None
+        if (error := self.status(group_id)) != ErrorCode.NONE:
+            return error, b"", None, None
         if group_id not in self._groups:
             return ErrorCode.UNKNOWN_MEMBER_ID, b"", None, None
         async with self._locks(group_id):
@@ -485,6 +526,8 @@ class GroupCoordinator(OffsetsMixin):
         """Kafka's handleHeartbeat."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if (error := self.status(group_id)) != ErrorCode.NONE:
+            return error
         if group_id not in self._groups:
             return ErrorCode.UNKNOWN_MEMBER_ID  # Kafka's answer for a group it does not have; nothing is kept
         async with self._locks(group_id):
@@ -508,6 +551,8 @@ class GroupCoordinator(OffsetsMixin):
         """Kafka's handleLeaveGroup: a top-level error and one per (member id, group instance id)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
+        if (error := self.status(group_id)) != ErrorCode.NONE:
+            return error, []
         if group_id not in self._groups:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
         async with self._locks(group_id):
@@ -609,6 +654,8 @@ class GroupCoordinator(OffsetsMixin):
         group = self._groups.get(group_id)
         if not group_id:
             return _described(group_id, ErrorCode.INVALID_GROUP_ID, GroupState.DEAD.value, "", "", [])
+        if (error := self.status(group_id)) != ErrorCode.NONE:
+            return _described(group_id, error, GroupState.DEAD.value, "", "", [])
         if group is None:
             return _described(group_id, ErrorCode.NONE, GroupState.DEAD.value, "", "", [])
         stable = group.is_(GroupState.STABLE)
@@ -650,6 +697,8 @@ class GroupCoordinator(OffsetsMixin):
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         async with self._locks(group_id):
+            if (error := self.status(group_id)) != ErrorCode.NONE:
+                return error
             group = self._groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 return ErrorCode.GROUP_ID_NOT_FOUND

@@ -19,7 +19,9 @@ Guarantees:
   ``consumer`` groups those of topics no member subscribes to. Like Kafka's cleanupGroupMetadata it looks at every
   group, once per interval (10 minutes by default); it yields to the event loop every ``GROUPS_PER_CHECKPOINT``
   groups and takes a group's lock only when that group has something to remove.
-- ``load`` rebuilds groups, offsets and pending transactional offsets from the log (before serving).
+- ``_install`` rebuilds a ``__consumer_offsets`` partition's groups, offsets and pending transactional offsets from
+  its log when this broker comes to lead it (the single node: every partition, before serving); ``_unload`` drops
+  them when it stops leading it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from oncelog.protocol.internal.group_log import OffsetValue, encode_group_key, e
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from oncelog.broker.group.offsets_log import GroupLog
+    from oncelog.broker.group.offsets_log import GroupLog, LoadedGroup
     from oncelog.broker.keyed_locks import KeyedLocks
     from oncelog.broker.node import BrokerNode
 
@@ -64,12 +66,20 @@ class OffsetsMixin:
     _groups: dict[str, Group]
     _locks: KeyedLocks[str]
     _pending_txn: dict[tuple[int, int], set[str]]
+    #: Set once ``run`` started the timers (groups loaded later are scheduled at once).
+    _running: bool
+
+    def _schedule(self, group: Group) -> None: ...
+
+    def status(self, group_id: str) -> ErrorCode: ...
 
     # Loading ---------------------------------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Rebuild every group from ``__consumer_offsets`` (blocking; before serving)."""
-        for group_id, loaded in self.group_log.load().items():
+    def _install(self, partition: int, epoch: int, loaded_groups: dict[str, LoadedGroup]) -> None:
+        """Make the groups of a loaded ``__consumer_offsets`` partition current. Once the coordinator runs, their
+        members' sessions start now; before, ``run`` starts them."""
+        now = trio.current_time() if self._running else 0.0
+        for group_id, loaded in loaded_groups.items():
             group = Group(group_id, state_timestamp_ms=now_ms())
             meta = loaded.metadata
             if meta is not None:
@@ -90,6 +100,7 @@ class OffsetsMixin:
                             protocol_type=meta.protocol_type,
                             protocols=protocols,
                             assignment=m.assignment,
+                            last_heartbeat_s=now,
                         )
                     )
                 if meta.leader in group.members:
@@ -99,12 +110,12 @@ class OffsetsMixin:
             elif not loaded.offsets and not loaded.pending:
                 continue
             group.offsets = {tp: CommittedOffset(v, o) for tp, (v, o) in loaded.offsets.items()}
-            partition = self.group_log.partition_for(group_id)
             for producer_id, offsets in loaded.pending.items():
                 group.pending_txn_offsets[producer_id] = {tp: CommittedOffset(v, o) for tp, (v, o) in offsets.items()}
                 self._pending_txn.setdefault((partition, producer_id), set()).add(group_id)
             self._groups[group_id] = group
-        log.info("groups_loaded", groups=len(self._groups), pending_transactional=len(self._pending_txn))
+            if self._running:
+                self._schedule(group)
 
     async def remove_orphaned_offsets(self) -> None:
         """Once loaded, before serving: tombstone the offsets of partitions that do not exist, as a deletion of
@@ -153,6 +164,8 @@ class OffsetsMixin:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
         await self._broker.ensure_offsets_topic()
         async with self._locks(group_id):
+            if (error := self.status(group_id)) != ErrorCode.NONE:
+                return dict.fromkeys(offsets, error)
             group = self._groups.get(group_id)
             if group is None:
                 if generation_id >= 0:
@@ -233,6 +246,8 @@ class OffsetsMixin:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
         await self._broker.ensure_offsets_topic()
         async with self._locks(group_id):
+            if (error := self.status(group_id)) != ErrorCode.NONE:
+                return dict.fromkeys(offsets, error)
             group = self._groups.get(group_id)
             if group is None:
                 group = Group(group_id, state_timestamp_ms=now_ms())
@@ -284,6 +299,8 @@ class OffsetsMixin:
         partitions means every partition with a committed offset."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
+        if (error := self.status(group_id)) != ErrorCode.NONE:
+            return error, []
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [(tp, INVALID_OFFSET, -1, NO_METADATA, ErrorCode.NONE) for tp in partitions or []]
@@ -333,6 +350,8 @@ class OffsetsMixin:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, {}
         async with self._locks(group_id):
+            if (error := self.status(group_id)) != ErrorCode.NONE:
+                return error, {}
             group = self._groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 return ErrorCode.GROUP_ID_NOT_FOUND, {}

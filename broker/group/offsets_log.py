@@ -1,11 +1,12 @@
 """The ``__consumer_offsets`` topic: where committed offsets and group metadata are made durable, and read back.
 
 A group lives in partition ``abs(hashCode(group.id)) % offsets.topic.num.partitions``. ``append`` returns only once
-the records are fsynced (or with an error, mapped as Kafka's GroupMetadataManager maps append errors). Offsets from
-TxnOffsetCommit are appended as a transactional batch of the producer and stay pending until that producer's
-COMMIT / ABORT marker lands in the same partition. ``load`` replays every partition from its start: the last record
-per key wins, tombstones delete (an offset tombstone also drops the partition's pending transactional offsets, as
-Kafka's OffsetMetadataManager.replay does), transactional offsets follow their markers.
+the records are fsynced, and on a partition led with followers replicated to its ISR (Kafka's acks=all, waiting up
+to ``offsets.commit.timeout.ms``), or with an error, mapped as Kafka's GroupMetadataManager maps append errors.
+Offsets from TxnOffsetCommit are appended as a transactional batch of the producer and stay pending until that
+producer's COMMIT / ABORT marker lands in the same partition. ``load_steps`` replays a partition from its start: the
+last record per key wins, tombstones delete (an offset tombstone also drops the partition's pending transactional
+offsets, as Kafka's OffsetMetadataManager.replay does), transactional offsets follow their markers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from oncelog.broker.clock import now_ms
+from oncelog.broker.coordinator_partitions import LOAD_STEP_RECORDS, LoadSteps
 from oncelog.broker.faults import fault_point
 from oncelog.broker.internal_log import replay
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
@@ -45,12 +47,16 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+#: Kafka's ``offsets.commit.timeout.ms``: how long an append to ``__consumer_offsets`` waits for the ISR.
+OFFSETS_COMMIT_TIMEOUT_MS = 5000
+
 
 #: Kafka's GroupMetadataManager mapping of append errors to what group clients understand.
 _APPEND_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
@@ -105,22 +111,21 @@ class GroupLog:
         if outcome.error != ErrorCode.NONE or outcome.result is None:
             return _APPEND_ERRORS.get(outcome.error, outcome.error), -1
         fault_point("group.after_offset_append")
-        error = await replicas.wait_durable(CONSUMER_OFFSETS_TOPIC, partition, outcome.result.last_offset + 1)
+        end = outcome.result.last_offset + 1
+        error = await replicas.wait_committed(CONSUMER_OFFSETS_TOPIC, partition, end, OFFSETS_COMMIT_TIMEOUT_MS / 1000)
         if error != ErrorCode.NONE:
             return _APPEND_ERRORS.get(error, error), -1
         return ErrorCode.NONE, outcome.result.first_offset
 
-    def load(self) -> dict[str, LoadedGroup]:
-        """Replay every partition (blocking; before serving). Undecodable records are skipped with a warning."""
+    def load_steps(self, partition: int) -> LoadSteps:
+        """Replay the partition (yielding every LOAD_STEP_RECORDS records); returns its groups. Undecodable records
+        are skipped with a warning."""
         groups: dict[str, LoadedGroup] = {}
-        for partition in range(self.num_partitions):
-            self._load_partition(partition, groups)
-        return groups
-
-    def _load_partition(self, partition: int, groups: dict[str, LoadedGroup]) -> None:
         # producer id -> groups with pending offsets of that producer in this partition
         pending_by_producer: dict[int, set[str]] = {}
-        for header, record in self._records(partition):
+        for replayed, (header, record) in enumerate(self._records(partition), 1):
+            if replayed % LOAD_STEP_RECORDS == 0:
+                yield
             if header.is_control:
                 control_type, _ = decode_control_record(record.key, record.value)
                 for group_id in pending_by_producer.pop(header.producer_id, ()):
@@ -155,6 +160,7 @@ class GroupLog:
                     groups.setdefault(key.group, LoadedGroup()).metadata = metadata
             except DecodeError as exc:
                 log.warning("group_record_skipped", partition=partition, offset=record.offset, error=str(exc))
+        return groups
 
     def _records(self, partition: int) -> Iterator[tuple[BatchHeader, Record]]:
         return replay(self._broker.logs.get(CONSUMER_OFFSETS_TOPIC, partition))

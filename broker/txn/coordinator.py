@@ -1,4 +1,4 @@
-"""The transaction coordinator: Kafka's TransactionCoordinator on one node.
+"""The transaction coordinator: Kafka's TransactionCoordinator and the loading part of its TransactionStateManager.
 
 Guarantees:
 - Requests for one transactional id are serialized (one lock per id, ``KeyedLocks``: it exists only while held or
@@ -8,8 +8,15 @@ Guarantees:
 - EndTxn answers once the markers are durable in every partition of the transaction; the Complete* record is
   appended then (its fsync is not waited for: if it is lost, the restart completes the transaction again, and
   writing a marker twice is harmless).
-- On start, PrepareCommit/PrepareAbort transactions are completed (markers written again) before clients are served;
-  ongoing transactions keep their timers.
+- It coordinates the ids of the ``__transaction_state`` partitions this broker leads, and only those (the single node
+  leads every partition and loads them all before serving). When it becomes a partition's leader (a
+  ``ReplicaManager`` role listener) it loads that partition's ids from the local replica in bounded steps, answering
+  COORDINATOR_LOAD_IN_PROGRESS for them meanwhile, then completes every PrepareCommit/PrepareAbort by writing its
+  markers again; ongoing transactions keep their timers. When it stops leading the partition, the ids are dropped at
+  once and answered NOT_COORDINATOR; a request still under way fails with NOT_COORDINATOR instead of changing them.
+- The coordinator epoch is the leader epoch of the id's partition when it was loaded here; every marker carries it,
+  so a partition leader refuses the markers of a deposed coordinator (TRANSACTION_COORDINATOR_FENCED), which then
+  stops. State changes are appended at the epoch they were decided under, or not at all.
 - An ongoing transaction older than its timeout is aborted with a bumped epoch, which fences the producer, at the
   first check (every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``) after its timeout; an id idle
   for ``transactional.id.expiration.ms`` is forgotten at the first check after that. Both deadlines live in
@@ -26,6 +33,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 from oncelog.broker.clock import now_ms
+from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.faults import fault_point
 from oncelog.broker.keyed_locks import KeyedLocks
@@ -52,8 +60,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-#: This node has led the transaction log partitions since it first started; no other coordinator exists.
-COORDINATOR_EPOCH = 0
+#: Pause between rounds of completing a newly loaded partition's prepared transactions whose markers could not all
+#: be written yet (a partition leader is being elected).
+COMPLETION_RETRY_BACKOFF_S = 0.5
 #: Retries of a marker write that failed with a retriable error, and the pause between them.
 MARKER_RETRIES = 10
 MARKER_RETRY_BACKOFF_S = 0.1
@@ -76,27 +85,63 @@ class TransactionCoordinator:
         self._expirations: DeadlineHeap[str] = DeadlineHeap()
         #: Ids in PrepareCommit / PrepareAbort: their markers are (re)written by ``complete_pending``.
         self._prepared: set[str] = set()
+        #: The ``__transaction_state`` partitions whose ids this broker coordinates, at which coordinator epoch.
+        self.partitions = CoordinatorPartitions(
+            TRANSACTION_STATE_TOPIC,
+            broker.replicas,
+            load=self.state_log.load_steps,
+            install=self._install,
+            unload=self._unload,
+            after_load=self._complete_partition,
+        )
 
     # Lifecycle -------------------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Read ``__transaction_state`` (blocking; called before serving)."""
-        self._transactions = self.state_log.load()
-        for metadata in self._transactions.values():
-            self._track(metadata)
+        """Read the ``__transaction_state`` partitions this broker leads without an applied state (blocking; called
+        before serving): every partition on the single node, none on a cluster member, which loads each partition
+        when it comes to lead it (``run_loader``)."""
+        self.partitions.load_unassigned(self.state_log.num_partitions)
         pending = len(self._prepared)
         log.info("transactions_loaded", transactional_ids=len(self._transactions), to_complete=pending)
+
+    def _install(self, partition: int, epoch: int, loaded: dict[str, TransactionMetadata]) -> None:
+        for metadata in loaded.values():
+            self._transactions[metadata.transactional_id] = metadata
+            self._track(metadata)
+
+    def _unload(self, partition: int) -> None:
+        for transactional_id in [t for t in self._transactions if self.state_log.partition_for(t) == partition]:
+            del self._transactions[transactional_id]
+            self._untrack(transactional_id)
+
+    async def run_loader(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Load each ``__transaction_state`` partition this broker comes to lead, then complete its prepared
+        transactions in the background."""
+        await self.partitions.run(task_status=task_status)
+
+    async def _complete_partition(self, partition: int, epoch: int) -> None:
+        """Complete the partition's prepared transactions, round after round, while it is owned at ``epoch``."""
+        while self.partitions.owned.get(partition) == epoch:
+            prepared = [t for t in self._prepared if self.state_log.partition_for(t) == partition]
+            if not prepared:
+                return
+            await self._complete_prepared(prepared)
+            await trio.sleep(COMPLETION_RETRY_BACKOFF_S)
 
     async def complete_pending(self) -> None:
         """Finish transactions left between PrepareCommit/PrepareAbort and Complete* (by a crash, or by marker
         writes that kept failing)."""
-        for transactional_id in sorted(self._prepared):
+        await self._complete_prepared(list(self._prepared))
+
+    async def _complete_prepared(self, transactional_ids: list[str]) -> None:
+        for transactional_id in sorted(transactional_ids):
             async with self._locks(transactional_id):
                 current = self._transactions.get(transactional_id)
                 if current is None or current.state not in PREPARED_STATES:
                     continue
                 try:
-                    await self._complete(current)
+                    await self._complete(current, self._coordinator_epoch(transactional_id))
                 except StateLogError as exc:
                     log.warning("completion_failed", transactional_id=transactional_id, error=exc.error.name)
 
@@ -129,7 +174,7 @@ class TransactionCoordinator:
                     epoch=current.producer_epoch,
                 )
                 try:
-                    await self._fence_and_abort(current)
+                    await self._fence_and_abort(current, self._coordinator_epoch(transactional_id))
                 except StateLogError as exc:
                     log.warning("timeout_abort_failed", transactional_id=transactional_id, error=exc.error.name)
                     if self._transactions.get(transactional_id) is current:
@@ -150,9 +195,12 @@ class TransactionCoordinator:
                     self._track(current)
                     continue
                 try:
+                    epoch = self._coordinator_epoch(transactional_id)
                     await self.state_log.write(None, transactional_id)
+                    self._coordinator_epoch(transactional_id, expected=epoch)
                 except StateLogError:
-                    retry.append(transactional_id)
+                    if self._transactions.get(transactional_id) is current:
+                        retry.append(transactional_id)
                     continue
                 del self._transactions[transactional_id]
                 self._untrack(transactional_id)
@@ -184,6 +232,27 @@ class TransactionCoordinator:
     def get(self, transactional_id: str) -> TransactionMetadata | None:
         return self._transactions.get(transactional_id)
 
+    def status(self, transactional_id: str) -> ErrorCode:
+        """NONE when this broker coordinates the id now (its partition is loaded here), COORDINATOR_LOAD_IN_PROGRESS
+        while it is being loaded, else NOT_COORDINATOR."""
+        return self.partitions.status(self.state_log.partition_for(transactional_id))
+
+    @property
+    def loading(self) -> bool:
+        """Whether any partition led here is still being loaded (ListTransactions answers
+        COORDINATOR_LOAD_IN_PROGRESS then)."""
+        return bool(self.partitions.loading)
+
+    def _coordinator_epoch(self, transactional_id: str, *, expected: int | None = None) -> int:
+        """The coordinator epoch of the id's partition; StateLogError (``status``) when it is not loaded here, or
+        NOT_COORDINATOR when it is no longer ``expected`` (the partition was lost, perhaps led again since)."""
+        epoch = self.partitions.owned.get(self.state_log.partition_for(transactional_id))
+        if epoch is None:
+            raise StateLogError(self.status(transactional_id))
+        if expected is not None and epoch != expected:
+            raise StateLogError(ErrorCode.NOT_COORDINATOR)
+        return epoch
+
     def all(self) -> list[TransactionMetadata]:
         return list(self._transactions.values())
 
@@ -203,7 +272,13 @@ class TransactionCoordinator:
         if not 0 < timeout_ms <= self._max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         await self.state_log.ensure_topic()
+        if (status := self.status(transactional_id)) != ErrorCode.NONE:
+            return status, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         async with self._locks(transactional_id):
+            try:
+                coordinator_epoch = self._coordinator_epoch(transactional_id)
+            except StateLogError as exc:
+                return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             metadata = self._transactions.get(transactional_id)
             now = now_ms()
             if metadata is None:
@@ -224,7 +299,7 @@ class TransactionCoordinator:
                 # Abort the open transaction first, with a bumped epoch that fences its producer; the client
                 # retries on CONCURRENT_TRANSACTIONS and then gets an epoch of its own.
                 try:
-                    await self._fence_and_abort(metadata)
+                    await self._fence_and_abort(metadata, coordinator_epoch)
                 except StateLogError as exc:
                     return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
                 return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
@@ -255,7 +330,7 @@ class TransactionCoordinator:
                     start_timestamp_ms=-1,
                 )
             try:
-                await self._persist(new)
+                await self._persist(new, coordinator_epoch)
             except StateLogError as exc:
                 return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             return ErrorCode.NONE, new.producer_id, new.producer_epoch
@@ -306,10 +381,16 @@ class TransactionCoordinator:
         """Add partitions to the transaction (starting it, and its timer, on the first); persisted before answering."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
+        if (status := self.status(transactional_id)) != ErrorCode.NONE:
+            return status
         if transactional_id not in self._transactions:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING  # nothing is kept for an id that does not exist
         wanted = frozenset(partitions)
         async with self._locks(transactional_id):
+            try:
+                coordinator_epoch = self._coordinator_epoch(transactional_id)
+            except StateLogError as exc:
+                return exc.error
             metadata = self._transactions.get(transactional_id)
             error = self._check_producer(metadata, producer_id, epoch, fenced)
             if error != ErrorCode.NONE or metadata is None:
@@ -326,7 +407,7 @@ class TransactionCoordinator:
                 client_transaction_version=TV_0,  # Kafka's version for AddPartitionsToTxn v0-3
             )
             try:
-                await self._persist(new)
+                await self._persist(new, coordinator_epoch)
             except StateLogError as exc:
                 return exc.error
             return ErrorCode.NONE
@@ -353,10 +434,16 @@ class TransactionCoordinator:
         """
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if (status := self.status(transactional_id)) != ErrorCode.NONE:
+            return status, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if transactional_id not in self._transactions:
             # Kafka's answer for an id it does not have; nothing is kept for it.
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         async with self._locks(transactional_id):
+            try:
+                coordinator_epoch = self._coordinator_epoch(transactional_id)
+            except StateLogError as exc:
+                return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             metadata = self._transactions.get(transactional_id)
             error = self._end_request_error(metadata, producer_id, epoch, commit, fenced)
             if error != ErrorCode.NONE or metadata is None:
@@ -369,7 +456,7 @@ class TransactionCoordinator:
                 if epoch_exhausted(metadata.producer_epoch):
                     changes["next_producer_id"] = self._broker.producer_ids.next_id()
             try:
-                completed = await self._prepare_and_complete(metadata, commit, **changes)
+                completed = await self._prepare_and_complete(metadata, commit, coordinator_epoch, **changes)
             except StateLogError as exc:
                 return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             return ErrorCode.NONE, completed.producer_id, completed.producer_epoch
@@ -411,32 +498,32 @@ class TransactionCoordinator:
         }
         return same.get(state, ErrorCode.INVALID_TXN_STATE)
 
-    async def _fence_and_abort(self, metadata: TransactionMetadata) -> None:
+    async def _fence_and_abort(self, metadata: TransactionMetadata, coordinator_epoch: int) -> None:
         """Bump the epoch (fencing the current producer) and abort the ongoing transaction with it."""
         epoch = metadata.producer_epoch if epoch_exhausted(metadata.producer_epoch) else metadata.producer_epoch + 1
         fencing = metadata.transition(TxnState.PREPARE_EPOCH_FENCE, now_ms(), producer_epoch=epoch)
-        await self._prepare_and_complete(fencing, commit=False)
+        await self._prepare_and_complete(fencing, False, coordinator_epoch)
 
     async def _prepare_and_complete(
-        self, metadata: TransactionMetadata, commit: bool, **changes: object
+        self, metadata: TransactionMetadata, commit: bool, coordinator_epoch: int, **changes: object
     ) -> TransactionMetadata:
         prepared = metadata.transition(
             TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms(), **changes
         )
-        await self._persist(prepared)
+        await self._persist(prepared, coordinator_epoch)
         fault_point("txn.after_prepare")
-        return await self._complete(prepared)
+        return await self._complete(prepared, coordinator_epoch)
 
-    async def _complete(self, prepared: TransactionMetadata) -> TransactionMetadata:
+    async def _complete(self, prepared: TransactionMetadata, coordinator_epoch: int) -> TransactionMetadata:
         """Write the markers of a prepared transaction, then its Complete* record (not waited for); returns it.
 
-        The markers carry the prepared producer id and epoch; a transaction whose epoch bump overflowed completes
-        with its next producer id at epoch 0 (KIP-890 part 2)."""
+        The markers carry the prepared producer id and epoch and the coordinator epoch; a transaction whose epoch
+        bump overflowed completes with its next producer id at epoch 0 (KIP-890 part 2)."""
         commit = prepared.state == TxnState.PREPARE_COMMIT
         marker = TxnMarker(
-            prepared.producer_id, prepared.producer_epoch, COORDINATOR_EPOCH, commit, prepared.partitions
+            prepared.producer_id, prepared.producer_epoch, coordinator_epoch, commit, prepared.partitions
         )
-        await self._write_markers(marker)
+        await self._write_markers(marker, prepared.transactional_id)
         fault_point("txn.before_complete")
         identity: dict[str, object] = {}
         if prepared.next_producer_id != NO_PRODUCER_ID:
@@ -452,14 +539,24 @@ class TransactionCoordinator:
             partitions=frozenset(),
             **identity,
         )
-        await self._persist(completed, wait=False)
+        await self._persist(completed, coordinator_epoch, wait=False)
         return completed
 
-    async def _write_markers(self, marker: TxnMarker) -> None:
-        """Write markers until every partition has one; partitions deleted meanwhile are dropped, as in Kafka."""
+    async def _write_markers(self, marker: TxnMarker, transactional_id: str) -> None:
+        """Write markers until every partition has one; partitions deleted meanwhile are dropped, as in Kafka.
+        NOT_COORDINATOR once a partition leader has seen a newer coordinator epoch or this broker lost the id's
+        partition: the coordinator that took over completes the transaction."""
         remaining = marker.partitions
         for attempt in range(MARKER_RETRIES):
+            self._coordinator_epoch(transactional_id, expected=marker.coordinator_epoch)
             errors = await self._markers.write(dataclasses.replace(marker, partitions=remaining))
+            if ErrorCode.TRANSACTION_COORDINATOR_FENCED in errors.values():
+                log.warning(
+                    "coordinator_fenced",
+                    transactional_id=transactional_id,
+                    coordinator_epoch=marker.coordinator_epoch,
+                )
+                raise StateLogError(ErrorCode.NOT_COORDINATOR)
             remaining = frozenset(
                 tp
                 for tp, error in errors.items()
@@ -476,18 +573,22 @@ class TransactionCoordinator:
             await trio.sleep(MARKER_RETRY_BACKOFF_S)
         raise StateLogError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
-    async def _persist(self, metadata: TransactionMetadata, *, wait: bool = True) -> None:
-        await self.state_log.write(metadata, metadata.transactional_id, wait=wait)
-        self._transactions[metadata.transactional_id] = metadata
+    async def _persist(self, metadata: TransactionMetadata, coordinator_epoch: int, *, wait: bool = True) -> None:
+        """Append the change, then make it current, both only while the id's partition is owned at
+        ``coordinator_epoch`` (else StateLogError NOT_COORDINATOR, and nothing changes here)."""
+        transactional_id = metadata.transactional_id
+        self._coordinator_epoch(transactional_id, expected=coordinator_epoch)
+        await self.state_log.write(metadata, transactional_id, wait=wait)
+        self._coordinator_epoch(transactional_id, expected=coordinator_epoch)
+        self._transactions[transactional_id] = metadata
         self._track(metadata)
 
     # Produce-path check ----------------------------------------------------------------------------------------
 
     def coordinates(self, transactional_id: str) -> bool:
-        """Whether this broker is the coordinator of ``transactional_id``: the leader of its ``__transaction_state``
-        partition (always on a single node; also while the topic does not exist yet, when no transaction can)."""
-        state = self._broker.cluster.partition(TRANSACTION_STATE_TOPIC, self.state_log.partition_for(transactional_id))
-        return state is None or state.leader == self._broker.node_id
+        """Whether this broker coordinates ``transactional_id`` now: it leads its ``__transaction_state`` partition
+        and has loaded it (always on a single node)."""
+        return self.status(transactional_id) == ErrorCode.NONE
 
     def verify_produce(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int

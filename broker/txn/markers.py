@@ -12,12 +12,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+import trio
 from oncelog.broker.clock import now_ms
 from oncelog.broker.faults import fault_point
 from oncelog.broker.replica_manager import ReplicaManager
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.records import ControlType, encode_control_batch
 from oncelog.storage.append_origin import AppendOrigin
+
+#: How long a marker waits for its partition's ISR (Kafka's WriteTxnMarkers append uses ``request.timeout.ms``).
+MARKER_REPLICATION_TIMEOUT_MS = 30000
 
 
 @dataclass(frozen=True)
@@ -83,13 +87,19 @@ def append_markers(
 async def wait_markers_durable(
     replicas: ReplicaManager, appended: dict[tuple[str, int], tuple[ErrorCode, int]]
 ) -> dict[tuple[str, int], ErrorCode]:
-    """Wait until every successfully appended marker is fsynced (the partitions' fsyncs run in parallel)."""
+    """Wait until every successfully appended marker is fsynced (the partitions' fsyncs run in parallel) and, on a
+    partition led with followers, replicated to its ISR (Kafka appends markers with acks=all: a marker the next
+    leader lacks would leave the transaction open there for good)."""
     waiters = {
         tp: replicas.request_durable(*tp, end) for tp, (error, end) in appended.items() if error == ErrorCode.NONE
     }
     errors: dict[tuple[str, int], ErrorCode] = {}
     for tp, (error, _end) in appended.items():
         errors[tp] = await replicas.wait_requested(waiters[tp]) if tp in waiters else error
+    deadline = trio.current_time() + MARKER_REPLICATION_TIMEOUT_MS / 1000
+    for tp, (_error, end) in appended.items():
+        if errors[tp] == ErrorCode.NONE and replicas.replicated(*tp):
+            errors[tp] = await replicas.wait_replicated(*tp, end, deadline)
     return errors
 
 

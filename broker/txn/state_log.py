@@ -2,16 +2,18 @@
 
 Each change is one record (key: transactional id, value: the metadata; a null value is a tombstone) appended to the
 partition ``abs(hashCode(transactional.id)) % transaction.state.log.num.partitions`` and fsynced before the
-coordinator acts on it. Loading replays every partition from its start: the last record per key wins (the
-compacted-topic rule), so the result does not depend on compaction having run.
+coordinator acts on it; on a partition led with followers, once the ISR has it too (Kafka's acks=all append), so a
+broker that takes the partition over finds every change the old coordinator acted on. Loading replays a partition
+from its start: the last record per key wins (the compacted-topic rule), so the result does not depend on compaction
+having run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from oncelog.broker.clock import now_ms
+from oncelog.broker.coordinator_partitions import LOAD_STEP_RECORDS, LoadSteps
 from oncelog.broker.internal_log import replay
 from oncelog.broker.metadata import INTERNAL_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC
 from oncelog.broker.txn.metadata import NO_PRODUCER_ID, TransactionMetadata
@@ -34,6 +36,21 @@ if TYPE_CHECKING:
 #: in a crash is harmless (the restart completes the transaction again). The id's next state change usually comes
 #: sooner and its fsync covers it, where the flusher's 5 ms for client data would give it an fsync of its own.
 UNWAITED_RECORD_SYNC_DELAY_S = 1.0
+#: How long a state change waits for the ISR (Kafka's coordinator uses ``request.timeout.ms``, 30000).
+REQUEST_TIMEOUT_MS = 30000
+
+#: Kafka's TransactionStateManager mapping of append errors to what transactional clients understand (anything
+#: else: COORDINATOR_NOT_AVAILABLE).
+_APPEND_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def _append_error(error: ErrorCode) -> StateLogError:
+    return StateLogError(_APPEND_ERRORS.get(error, ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
 
 class StateLogError(Exception):
@@ -102,7 +119,8 @@ class TransactionStateLog:
         )
 
     async def write(self, metadata: TransactionMetadata | None, transactional_id: str, *, wait: bool = True) -> None:
-        """Append the new state (None: a tombstone); with ``wait``, return once it is durable.
+        """Append the new state (None: a tombstone); with ``wait``, return once it is durable (and replicated to
+        the ISR on a partition led with followers).
 
         Raises StateLogError when the append fails.
         """
@@ -124,26 +142,28 @@ class TransactionStateLog:
             unwaited_delay_s=UNWAITED_RECORD_SYNC_DELAY_S,
         )
         if outcome.error != ErrorCode.NONE or outcome.result is None:
-            raise StateLogError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            raise _append_error(outcome.error)
         if wait:
-            error = await replicas.wait_durable(TRANSACTION_STATE_TOPIC, partition, outcome.result.last_offset + 1)
+            end = outcome.result.last_offset + 1
+            error = await replicas.wait_committed(TRANSACTION_STATE_TOPIC, partition, end, REQUEST_TIMEOUT_MS / 1000)
             if error != ErrorCode.NONE:
-                raise StateLogError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                raise _append_error(error)
 
-    def load(self) -> dict[str, TransactionMetadata]:
-        """Replay every partition: the last record per transactional id wins; tombstones delete."""
+    def load_steps(self, partition: int) -> LoadSteps:
+        """Replay the partition from its start (yielding every LOAD_STEP_RECORDS records): the last record per
+        transactional id wins; tombstones delete. Returns the ids' states."""
         states: dict[str, TransactionMetadata] = {}
-        for partition in range(self.num_partitions):
-            for key, value in self._records(partition):
-                transactional_id = decode_txn_log_key(key)
-                decoded = decode_txn_log_value(value)
-                if decoded is None:
-                    states.pop(transactional_id, None)
-                else:
-                    states[transactional_id] = from_log_value(transactional_id, decoded)
-        return states
-
-    def _records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        replayed = 0
         for _, record in replay(self._broker.logs.get(TRANSACTION_STATE_TOPIC, partition)):
-            if record.key is not None:
-                yield record.key, record.value
+            if record.key is None:
+                continue
+            transactional_id = decode_txn_log_key(record.key)
+            decoded = decode_txn_log_value(record.value)
+            if decoded is None:
+                states.pop(transactional_id, None)
+            else:
+                states[transactional_id] = from_log_value(transactional_id, decoded)
+            replayed += 1
+            if replayed % LOAD_STEP_RECORDS == 0:
+                yield
+        return states
