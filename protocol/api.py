@@ -195,7 +195,7 @@ class Api:
 APIS: dict[ApiKey, Api] = {
     api.key: api
     for api in (
-        Api(ApiKey.PRODUCE, produce, (0, 9)),
+        Api(ApiKey.PRODUCE, produce, (0, 10)),
         Api(ApiKey.FETCH, fetch, (4, 12)),
         Api(ApiKey.LIST_OFFSETS, list_offsets, (1, 7)),
         # Consumers validate their positions with it after a leader change (KIP-320); followers find their divergent

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 MIN_RECORD_BATCH_V2_VERSION = 3
 #: The first Produce version whose batches may be zstd-compressed (KIP-110).
 MIN_ZSTD_VERSION = 7
+#: The first Produce version whose NOT_LEADER_OR_FOLLOWER answers name the new leader (KIP-951).
+CURRENT_LEADER_VERSION = 10
 ACKS_ALL = -1
 VALID_ACKS = (ACKS_ALL, 0, 1)
 NO_TIMESTAMP = -1
@@ -124,14 +126,37 @@ def _append_all(broker: Broker, request: Request) -> list[tuple[str, list[tuple[
     return outcomes
 
 
-def _response(outcomes: list[tuple[str, list[tuple[int, PartitionAppend]]]]) -> dict:
-    return {
+def _response(broker: Broker, request: Request, outcomes: list[tuple[str, list[tuple[int, PartitionAppend]]]]) -> dict:
+    response = {
         "responses": [
             {"name": name, "partition_responses": [_partition_response(index, o) for index, o in per_partition]}
             for name, per_partition in outcomes
         ],
         "throttle_time_ms": 0,
     }
+    if request.version >= CURRENT_LEADER_VERSION:
+        _name_new_leaders(broker, request.listener, response)
+    return response
+
+
+def _name_new_leaders(broker: Broker, listener: str | None, response: dict) -> None:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER carries its current leader and epoch, and the response
+    the leaders' endpoints, so the client sends its retry there without asking for Metadata first."""
+    leaders: set[int] = set()
+    for topic in response["responses"]:
+        for entry in topic["partition_responses"]:
+            if entry["error_code"] != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                continue
+            state = broker.cluster.partition(topic["name"], entry["index"])
+            if state is not None and state.leader >= 0 and state.leader != broker.node_id:
+                entry["current_leader"] = {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
+                leaders.add(state.leader)
+    if leaders:
+        response["node_endpoints"] = [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in broker.cluster.brokers(listener)
+            if b.node_id in leaders
+        ]
 
 
 async def handle(broker: Broker, request: Request) -> dict | Deferred | None:
@@ -163,7 +188,7 @@ async def handle(broker: Broker, request: Request) -> dict | Deferred | None:
         if request.body.acks == ACKS_ALL and broker.replicas.replicated(name, index)
     ]
     if not waits and not replicated:
-        return _response(outcomes)
+        return _response(broker, request, outcomes)
 
     async def complete() -> dict:
         for outcome, waiter in waits:
@@ -177,7 +202,7 @@ async def handle(broker: Broker, request: Request) -> dict | Deferred | None:
                 error = await broker.replicas.wait_replicated(name, index, end, deadline)
                 if error != ErrorCode.NONE:
                     outcome.error, outcome.result = error, None
-        return _response(outcomes)
+        return _response(broker, request, outcomes)
 
     def ready() -> bool:
         return all(waiter.done.is_set() for _outcome, waiter in waits) and all(

@@ -14,9 +14,12 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 
+import anyio
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from oncelog.client.connection import BrokerConnection
+from oncelog.protocol import ApiKey, ErrorCode
 from support.cluster import Cluster
 
 #: Followers are dropped from the ISR after this long without catching up (Kafka's default is 30 s).
@@ -240,3 +243,34 @@ def test_a_wiped_broker_re_replicates_everything(cluster: Cluster) -> None:
         lambda md: all(pm.leader == wiped for pm in md.topics["wiped"].partitions.values()), "broker 3 leads"
     )
     assert sorted(read_all(cluster, "wiped", 3, 900)) == sorted(f"v{i}".encode() for i in range(900))
+
+
+def test_a_produce_to_a_follower_names_the_leader(cluster: Cluster) -> None:
+    """KIP-951: Produce v10's NOT_LEADER_OR_FOLLOWER carries the current leader and its endpoint, which librdkafka
+    uses to retry there without a Metadata round trip first."""
+    create(cluster, "kip951")
+    state = cluster.metadata().topics["kip951"].partitions[0]
+    follower = next(b for b in cluster.brokers if b != state.leader)
+
+    async def produce_to_follower() -> object:
+        async with anyio.create_task_group() as tg:
+            connection = BrokerConnection("127.0.0.1", cluster.brokers[follower].port)
+            await connection.open(tg)
+            try:
+                body = {
+                    "transactional_id": None,
+                    "acks": -1,
+                    "timeout_ms": 5000,
+                    "topic_data": [{"name": "kip951", "partition_data": [{"index": 0, "records": None}]}],
+                }
+                return await connection.request(ApiKey.PRODUCE, body, version=10)
+            finally:
+                await connection.aclose()
+
+    response = anyio.run(produce_to_follower)
+    answer = response.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert answer.current_leader.leader_id == state.leader
+    assert answer.current_leader.leader_epoch >= 0
+    endpoints = {e.node_id: e.port for e in response.node_endpoints}
+    assert endpoints == {state.leader: cluster.brokers[state.leader].port}

@@ -29,7 +29,7 @@ def test_advertised_versions_change_only_on_purpose() -> None:
     assert SUPPORTED_VERSIONS == {
         ApiKey.API_VERSIONS: (0, 3),
         ApiKey.METADATA: (0, 9),
-        ApiKey.PRODUCE: (0, 9),
+        ApiKey.PRODUCE: (0, 10),  # v10: KIP-951 current leader on NOT_LEADER_OR_FOLLOWER
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
