@@ -18,6 +18,7 @@ import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.clock import now_ms
 from oncelog.broker.cluster.isr import EtcdIsrUpdater
+from oncelog.broker.cluster.liveness import DeadBrokerDetector
 from oncelog.broker.cluster.local_follower import LocalFollower
 from oncelog.broker.cluster.markers import ClusterMarkerWriter
 from oncelog.broker.cluster.member import ClusterMember
@@ -147,6 +148,13 @@ class BrokerNode:
         self.inter_broker_listener = config.get_str("inter.broker.listener.name") or self.listeners[0].name
         if all(lst.name != self.inter_broker_listener for lst in self.listeners):
             raise ConfigError(f"inter.broker.listener.name {self.inter_broker_listener} is not a listener")
+        #: Ends a dead broker's etcd session early when its address refuses connections (cluster members only).
+        self._liveness: DeadBrokerDetector | None = None
+        if etcd is not None and self.member is not None:
+            member = self.member
+            self._liveness = DeadBrokerDetector(
+                etcd[0], lambda: member.image, self.inter_broker_listener, node_id=self.node_id
+            )
         #: Followers' fetchers (cluster members only).
         self.replica_fetchers: ReplicaFetcherManager | None = None
         if endpoint_of is not None:
@@ -162,6 +170,7 @@ class BrokerNode:
                     backoff_ms=config.get_int("replica.fetch.backoff.ms"),
                 ),
                 clock_ms=now_ms,
+                on_leader_lost=self._liveness.suspect if self._liveness is not None else None,
             )
             self.replicas.fetchers = self.replica_fetchers
         #: The leader's ISR changes (cluster members only).
@@ -403,6 +412,8 @@ class BrokerNode:
                 self.port = self.bound_ports[self.listeners[0].name]
                 if self.member is not None and self._local_follower is not None and self.peers is not None:
                     await nursery.start(self.peers.run)
+                    if self._liveness is not None:
+                        await nursery.start(self._liveness.run)
                     await nursery.start(self.member.run, self._registration())
                     self.metadata.cluster_id = self.member.cluster_id or self.metadata.cluster_id
                     await nursery.start(self._local_follower.run)

@@ -41,6 +41,8 @@ class MetadataImage:
     scram_credentials: bytes | None = None
     controller: Controller | None = None
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _frozen({}))
+    #: The etcd lease each registered broker's session holds (its registration goes with it).
+    broker_leases: Mapping[int, int] = field(default_factory=lambda: _frozen({}))
     topics: Mapping[str, TopicRecord] = field(default_factory=lambda: _frozen({}))
     #: Keyed by (topic id, partition): see ``layout`` for why ids, not names.
     partitions: Mapping[tuple[str, int], PartitionState] = field(default_factory=lambda: _frozen({}))
@@ -115,6 +117,7 @@ class MetadataFollower:
     def _apply(self, revision: int, changes: list[tuple[KeyValue, bool]]) -> None:
         image = self.image
         brokers, topics, partitions = dict(image.brokers), dict(image.topics), dict(image.partitions)
+        leases = dict(image.broker_leases)
         cluster_id, controller, scram = image.cluster_id, image.controller, image.scram_credentials
         for kv, deleted in changes:
             path = kv.key[len(self._layout.root) :].split("/")
@@ -128,8 +131,10 @@ class MetadataFollower:
                 case ["brokers", broker_id]:
                     if deleted:
                         brokers.pop(int(broker_id), None)
+                        leases.pop(int(broker_id), None)
                     else:
                         brokers[int(broker_id)] = BrokerRegistration.from_json(kv.value)
+                        leases[int(broker_id)] = kv.lease
                 case ["topics", name]:
                     if deleted:
                         topics.pop(name, None)
@@ -149,6 +154,7 @@ class MetadataFollower:
             controller=controller,
             scram_credentials=scram,
             brokers=_frozen(brokers),
+            broker_leases=_frozen(leases),
             topics=_frozen(topics),
             partitions=_frozen(partitions),
         )

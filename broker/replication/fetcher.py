@@ -113,9 +113,13 @@ class ReplicaFetcher:
         local: FollowerLogs,
         settings: FetcherSettings,
         clock_ms: Callable[[], int],
+        on_leader_lost: Callable[[int], None] | None = None,
     ) -> None:
+        """``on_leader_lost(leader)`` is told when the connection to the leader fails (a cluster member checks
+        whether the leader's process is gone: ``broker.cluster.liveness``)."""
         self.leader = leader
         self._node_id = node_id
+        self._on_leader_lost = on_leader_lost
         self._endpoint_of = endpoint_of
         self._local = local
         self._settings = settings
@@ -163,6 +167,8 @@ class ReplicaFetcher:
                 failure = group.exceptions[0]
             if failure is not None:
                 log.info("replica_fetcher_error", leader=self.leader, error=str(failure))
+                if self._on_leader_lost is not None:
+                    self._on_leader_lost(self.leader)
                 await trio.sleep(backoff_s)
 
     async def _fetch_loop(self, connection: BrokerConnection) -> None:
@@ -358,12 +364,14 @@ class ReplicaFetcherManager:
         local: FollowerLogs,
         settings: FetcherSettings,
         clock_ms: Callable[[], int],
+        on_leader_lost: Callable[[int], None] | None = None,
     ) -> None:
         self._node_id = node_id
         self._endpoint_of = endpoint_of
         self._local = local
         self._settings = settings
         self._clock_ms = clock_ms
+        self._on_leader_lost = on_leader_lost
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._scopes: dict[int, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
@@ -388,6 +396,7 @@ class ReplicaFetcherManager:
                 local=self._local,
                 settings=self._settings,
                 clock_ms=self._clock_ms,
+                on_leader_lost=self._on_leader_lost,
             )
             if self._nursery is not None:
                 self._start(fetcher)
