@@ -69,6 +69,8 @@ log = structlog.get_logger(__name__)
 
 #: How long a controlled shutdown waits for its leaderships to move before the broker stops anyway.
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+#: How long a broker keeps serving after its controlled shutdown moved its leaderships, before it closes.
+HAND_OVER_LINGER_S = 0.5
 
 
 class BrokerNode:
@@ -269,6 +271,10 @@ class BrokerNode:
             return
         still_led = await self.member.shut_down(CONTROLLED_SHUTDOWN_TIMEOUT_S)
         log.info("controlled_shutdown", node_id=self.node_id, partitions_still_led=still_led)
+        # Keep answering a little longer: a producer's next request gets NOT_LEADER_OR_FOLLOWER naming the new
+        # leader (KIP-951) and goes there at once, where a closed connection would send it to a Metadata refresh
+        # that backs off (librdkafka: up to retry.backoff.max.ms, 1 s).
+        await trio.sleep(HAND_OVER_LINGER_S)
 
     def _inter_broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Where other brokers are reached: their registered endpoint on ``inter.broker.listener.name``."""
