@@ -290,8 +290,9 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec(
             "broker.session.timeout.ms",
             int,
-            # Kafka's is 9000. A 2 s etcd lease (renewed every 2/3 s) puts a SIGKILLed leader's partitions back in
-            # service in about 2.5 s (bench/cluster_bench.py, C2); raise it where a broker may stall longer.
+            # Kafka's is 9000. A 2 s etcd lease (renewed every 2/3 s, etcd's smallest) bounds how long a paused or
+            # cut-off leader keeps its partitions; a dead one's followers end its session sooner (cluster/liveness).
+            # Raise it where a broker may stall longer than that.
             2000,
             "A broker whose etcd session lapses for this long leaves the cluster (etcd lease TTL, whole seconds).",
         ),
