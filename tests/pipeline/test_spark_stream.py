@@ -80,7 +80,7 @@ def _fail_first_attempt(df):
         from pyspark import TaskContext
 
         if TaskContext.get().attemptNumber() == 0 and offset == 600:
-            time.sleep(0.5)  # the writer's producer sends the earlier rows meanwhile
+            time.sleep(1.5)  # the writer's producer sends the earlier rows meanwhile
             return 99
         return None
 
@@ -90,12 +90,12 @@ def _fail_first_attempt(df):
 def test_task_failing_first_attempt_no_duplicate(spark, bootstrap: str, tmp_path) -> None:
     """Every run must copy exactly once. Whether the failed attempt's rows reach the broker before its send of the
     bad row raises is a race (its producer may still wait for AddPartitionsToTxn when the abort drops unsent
-    batches), so the scenario is run up to three times until one failed attempt really wrote into a transaction
+    batches), so the scenario is run up to five times until one failed attempt really wrote into a transaction
     that was then aborted."""
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")  # the writer sees rows before the failure
     wrote_and_aborted = False
     try:
-        for run in range(3):
+        for run in range(5):
             source, dest = new_topic(bootstrap, "f-in", 1), new_topic(bootstrap, "f-out", 1)
             produce(bootstrap, source, 1200)
             _copy(
@@ -113,7 +113,7 @@ def test_task_failing_first_attempt_no_duplicate(spark, bootstrap: str, tmp_path
                 break
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert wrote_and_aborted, "no failed attempt wrote anything before failing, in 3 runs"
+    assert wrote_and_aborted, "no failed attempt wrote anything before failing, in 5 runs"
 
 
 def test_stream_read_committed_skips_aborted(spark, bootstrap: str, tmp_path) -> None:

@@ -219,9 +219,11 @@ LOW_NOFILE_LIMIT = 600
 
 
 def limited_broker(data_dir: Path, limit: int, *, soft: int | None = None) -> BrokerProcess:
-    """A broker run under ``prlimit --nofile=SOFT:HARD`` (prlimit executes it in place: same pid)."""
+    """A broker run under ``prlimit --nofile=SOFT:HARD`` (prlimit executes it in place: same pid). Without the
+    embedded DelayService, whose own client connections to the broker come and go and would move the descriptor
+    budget between two requests of a test."""
     command = ["prlimit", f"--nofile={soft if soft is not None else limit}:{limit}", *default_command()]
-    return BrokerProcess(data_dir, command=command)
+    return BrokerProcess(data_dir, command=command, settings={"delay.service.enable": "false"})
 
 
 def create_body(name: str, partitions: int, configs: Mapping[str, str]) -> dict[str, Any]:
