@@ -120,6 +120,15 @@ def _decode_limiter() -> trio.CapacityLimiter:
         return limiter
 
 
+class _Taken:
+    """A frame handed over with its only reference, so the callee can drop it before it returns."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes | memoryview) -> None:
+        self.frame: bytes | memoryview | None = frame
+
+
 class ConnectionClosed(Exception):
     """The peer closed the connection, or sent bytes that cannot be framed."""
 
@@ -246,13 +255,13 @@ class Connection:
         without_waiting = bytes_without_waiting = 0
         while True:
             waits = self._sock.waits
-            frame = await self._reader.next_frame()
-            bytes_without_waiting += len(frame)
+            # The frame's only reference is handed over: _handle drops it once it is decoded.
+            taken = _Taken(await self._reader.next_frame())
+            bytes_without_waiting += len(taken.frame or b"")
             self.requests += 1
             try:
-                response = await self._handle(frame)
+                response = await self._handle(taken)
             finally:
-                del frame
                 self._reader.release()
             try:
                 if response is not None and self._response_hold.held:
@@ -344,7 +353,9 @@ class Connection:
         except DecodeError as exc:
             raise ConnectionClosed(f"undecodable request header: {exc}") from None
 
-    async def _handle(self, frame: bytes | memoryview) -> _Outgoing | None:
+    async def _handle(self, taken: _Taken) -> _Outgoing | None:
+        frame = taken.frame
+        taken.frame = None
         header = self._decode_header(frame)
         if isinstance(header, bytes):
             return header
@@ -353,6 +364,9 @@ class Connection:
             # connections meanwhile, and rationed (DECODE_REST_FACTOR), so clients sending such requests over and
             # over cannot take the broker's time from the others.
             async with _decode_limiter():
+                if self._sock.peer_gone():
+                    # Queued behind other decodes while its client went away: nobody would read the answer.
+                    raise ConnectionClosed("peer closed while its request waited to be decoded")
                 started = trio.current_time()
                 try:
                     body = await trio.to_thread.run_sync(decode_request, header, frame)
@@ -362,6 +376,12 @@ class Connection:
                     await trio.sleep((trio.current_time() - started) * DECODE_REST_FACTOR)
         else:
             body = self._decode_body(header, frame)
+        if header.api_key != ApiKey.PRODUCE:
+            # Decoded into objects that keep no view of the frame (only Produce's records are views): its bytes and
+            # its share of queued.max.request.bytes go now, not when the request is answered (a parked Fetch waits
+            # up to its max_wait), as Kafka's RequestChannel releases the buffer of such requests once parsed.
+            del frame
+            self._reader.release()
         return await self._dispatch(header, body)
 
     def _decode_body(self, header: RequestHeader, frame: bytes | memoryview):

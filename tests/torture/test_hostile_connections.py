@@ -304,3 +304,50 @@ def test_accept_failures_are_logged_at_a_limited_rate(tmp_path: Path) -> None:
         time.sleep(0.5)
         with Wire(proc.port, timeout=10) as wire:
             wire.metadata([])
+
+
+def _parked_fetch(topic: str) -> bytes:
+    """A ~320 KB Fetch listing one partition 20,000 times that parks for 30 s (min_bytes never reached)."""
+    return frame(ApiKey.FETCH, FETCH_VERSION, fetch_body(topic, [0] * 20_000, max_wait_ms=30_000, min_bytes=1 << 30))
+
+
+def test_parked_fetches_give_back_their_request_bytes_once_decoded(tmp_path: Path) -> None:
+    """Four ~320 KB Fetches parked for 30 s under a 1 MiB ``queued.max.request.bytes``: each gives its frame and
+    its share of the budget back once decoded (as Kafka's RequestChannel releases a parsed request's buffer), so
+    a large request after them is answered at once. Before, the parked fetches held their frames until answered
+    and the fourth one, then the Metadata request, waited for the first to time out (30 s)."""
+    with BrokerProcess(tmp_path / "data", settings={"queued.max.request.bytes": 1 << 20}) as proc:
+        with Wire(proc.port) as wire:
+            wire.create_topic(BIG_TOPIC, 1)
+        hostile = [Wire(proc.port) for _ in range(4)]
+        try:
+            for wire in hostile:
+                wire.send(_parked_fetch(BIG_TOPIC))
+            with Wire(proc.port, timeout=15) as wire:
+                started = time.monotonic()
+                wire.send(metadata_frame([BIG_TOPIC] * 20_000))
+                answer = wire.response(ApiKey.METADATA, 1)
+                waited = time.monotonic() - started
+            assert [t.name for t in answer.topics] == [BIG_TOPIC]
+            assert waited < 10, waited
+        finally:
+            for wire in hostile:
+                wire.close()
+
+
+def test_large_requests_of_clients_gone_are_not_decoded(broker: BrokerProcess) -> None:
+    """30 clients each send a ~320 KB Fetch and close at once: queued for the one worker-thread decode (44 ms each,
+    then a rest nine times as long), each was decoded before, so a large request after them waited 13 s or more.
+    Now a request whose client has gone is dropped when its turn comes."""
+    request = _parked_fetch(BIG_TOPIC)
+    for _ in range(30):
+        with Wire(broker.port) as wire:
+            wire.send(request)
+    time.sleep(0.5)  # every frame read and queued
+    with Wire(broker.port, timeout=30) as wire:
+        started = time.monotonic()
+        wire.send(metadata_frame([BIG_TOPIC] * 20_000))
+        answer = wire.response(ApiKey.METADATA, 1)
+        waited = time.monotonic() - started
+    assert [t.name for t in answer.topics] == [BIG_TOPIC]
+    assert waited < 5, waited
