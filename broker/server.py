@@ -176,13 +176,27 @@ class FrameReader:
         if size < 0 or size > self._max_size:
             raise ConnectionClosed(f"frame size {size} outside 0..{self._max_size} (socket.request.max.bytes)")
         if size >= LARGE_FRAME_BYTES and len(self._buffer) < 4 + size:
-            self._reserved = await self._budget.reserve(size)
+            self._reserved = await self._reserve_while_connected(size)
             return await self._receive_large(size)
         await self._fill(4 + size)
         with memoryview(self._buffer) as view:
             frame = bytes(view[4 : 4 + size])
         del self._buffer[: 4 + size]
         return frame
+
+    async def _reserve_while_connected(self, size: int) -> int:
+        """Reserve ``size`` bytes of the budget; ConnectionClosed if the peer goes away while this waits (a
+        connection waiting for the budget reads nothing, so it would not see the close until its turn)."""
+
+        async def close_when_peer_gone() -> None:
+            await self._stream.wait_peer_gone()
+            raise ConnectionClosed("peer closed while its frame waited for queued.max.request.bytes")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(close_when_peer_gone)
+            reserved = await self._budget.reserve(size)
+            nursery.cancel_scope.cancel()
+        return reserved
 
     async def _receive_large(self, size: int) -> memoryview:
         with memoryview(self._buffer) as buffered:

@@ -351,3 +351,30 @@ def test_large_requests_of_clients_gone_are_not_decoded(broker: BrokerProcess) -
         waited = time.monotonic() - started
     assert [t.name for t in answer.topics] == [BIG_TOPIC]
     assert waited < 5, waited
+
+
+def test_clients_gone_while_waiting_for_the_request_budget_are_closed(tmp_path: Path) -> None:
+    """Under a 1 MiB ``queued.max.request.bytes`` held by one client announcing a 900 KB frame, 50 clients announce
+    400 KB frames, wait for the budget, then close. Their connections end within seconds; before, each stayed
+    (descriptor, buffers) until its turn came, so the soak's replaced clients piled up in the broker."""
+    with BrokerProcess(tmp_path / "data", settings={"queued.max.request.bytes": 1 << 20}) as proc:
+        with Wire(proc.port) as probe:
+            probe.metadata([])
+            baseline_fds = open_fds(proc.pid)
+        holder = socket.create_connection(("127.0.0.1", proc.port))
+        try:
+            holder.sendall(_SIZE.pack(900_000) + header_bytes(ApiKey.METADATA, 1))
+            time.sleep(0.3)
+            waiting = [socket.create_connection(("127.0.0.1", proc.port)) for _ in range(50)]
+            for sock in waiting:
+                sock.sendall(_SIZE.pack(400_000) + header_bytes(ApiKey.METADATA, 1))
+            time.sleep(0.5)
+            assert open_fds(proc.pid) >= baseline_fds + 50
+            for sock in waiting:
+                sock.close()
+            deadline = time.monotonic() + 5
+            while open_fds(proc.pid) > baseline_fds + 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert open_fds(proc.pid) <= baseline_fds + 1, open_fds(proc.pid) - baseline_fds
+        finally:
+            holder.close()
