@@ -360,7 +360,8 @@ def test_clients_gone_while_waiting_for_the_request_budget_are_closed(tmp_path: 
     with BrokerProcess(tmp_path / "data", settings={"queued.max.request.bytes": 1 << 20}) as proc:
         with Wire(proc.port) as probe:
             probe.metadata([])
-            baseline_fds = open_fds(proc.pid)
+        time.sleep(0.5)
+        baseline_fds = open_fds(proc.pid)
         holder = socket.create_connection(("127.0.0.1", proc.port))
         try:
             holder.sendall(_SIZE.pack(900_000) + header_bytes(ApiKey.METADATA, 1))
@@ -368,8 +369,10 @@ def test_clients_gone_while_waiting_for_the_request_budget_are_closed(tmp_path: 
             waiting = [socket.create_connection(("127.0.0.1", proc.port)) for _ in range(50)]
             for sock in waiting:
                 sock.sendall(_SIZE.pack(400_000) + header_bytes(ApiKey.METADATA, 1))
-            time.sleep(0.5)
-            assert open_fds(proc.pid) >= baseline_fds + 50
+            deadline = time.monotonic() + 10
+            while open_fds(proc.pid) < baseline_fds + 51 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert open_fds(proc.pid) >= baseline_fds + 51  # the holder and the 50, accepted
             for sock in waiting:
                 sock.close()
             deadline = time.monotonic() + 5
