@@ -371,8 +371,8 @@ class Connection:
             raise ConnectionClosed(f"undecodable request header: {exc}") from None
 
     async def _handle(self, taken: _Taken) -> _Outgoing | None:
-        frame = taken.frame
-        taken.frame = None
+        frame, taken.frame = taken.frame, None
+        assert frame is not None
         header = self._decode_header(frame)
         if isinstance(header, bytes):
             return header
