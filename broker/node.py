@@ -74,7 +74,8 @@ HAND_OVER_LINGER_S = 0.5
 
 
 class BrokerNode:
-    """Composition root of the broker; handlers reach every component through it."""
+    """Composition root of the broker: builds the components, wires them and owns their lifetimes. No component
+    holds it; request handlers are given it as their ``services.Broker``."""
 
     def __init__(
         self,
