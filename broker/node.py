@@ -53,7 +53,7 @@ from oncelog.broker.replication.isr import IsrMaintenance, IsrUpdater
 from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
 from oncelog.broker.sasl.credentials import ScramCredentialStore
-from oncelog.broker.server import serve
+from oncelog.broker.server import ServerContext, serve
 from oncelog.broker.startup import DataDirLock
 from oncelog.broker.tls import server_context
 from oncelog.broker.topic_configs import ConfigChangeError
@@ -74,7 +74,8 @@ HAND_OVER_LINGER_S = 0.5
 
 
 class BrokerNode:
-    """Composition root of the broker; handlers reach every component through it."""
+    """Composition root of the broker: builds the components, wires them and owns their lifetimes. No component
+    holds it; request handlers are given it as their ``services.Broker``."""
 
     def __init__(
         self,
@@ -190,7 +191,27 @@ class BrokerNode:
         self.producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
             self.data_dir / "producer-id-block"
         )
-        self.topics = TopicManager(self)
+        #: Topics whose deletion is under way (kept by ``topics``; the group coordinator refuses offsets of them).
+        deleting_topics: set[str] = set()
+        self.groups = GroupCoordinator(
+            config,
+            self.metadata,
+            self.logs,
+            self.replicas,
+            clock_ms=now_ms,
+            ensure_offsets_topic=self.ensure_offsets_topic,
+            deleting_topics=deleting_topics,
+        )
+        self.topics = TopicManager(
+            config,
+            self.metadata,
+            self.logs,
+            self.replicas,
+            self.flusher,
+            log_config_for=self.topic_log_config,
+            group_offsets=self.groups,
+            deleting=deleting_topics,
+        )
         #: Brokers, controller and partition states as Metadata and the tools report them.
         self.cluster: ClusterView = SingleNodeView(
             self.node_id,
@@ -202,13 +223,17 @@ class BrokerNode:
         self._local_follower: LocalFollower | None = None
         #: Connections to the other brokers of a cluster (None on a single node).
         self.peers: PeerConnections | None = None
-        markers: MarkerWriter = LocalMarkerWriter(self.replicas)
+        markers: MarkerWriter = LocalMarkerWriter(self.replicas, self.groups)
         if etcd is not None:
             self._follow_cluster(*etcd)
             self.peers = PeerConnections(self.node_id, self._inter_broker_address)
             markers = ClusterMarkerWriter(self.node_id, self.cluster.partition, markers, self.peers)
-        self.transactions = TransactionCoordinator(self, markers)
-        self.groups = GroupCoordinator(self)
+        self.transactions = TransactionCoordinator(
+            config, self.replicas, self.logs, self.topics, self.producer_ids, markers, clock_ms=now_ms
+        )
+        # The one wiring made after construction: the transaction coordinator writes the markers the group
+        # coordinator listens to, and the group coordinator checks TxnOffsetCommit against its transactions.
+        self.groups.transactions = self.transactions
         #: Held by the retention sweep, by each compaction pass and by DeleteRecords' segment deletion, which must
         #: not change a log's segments at once.
         self._housekeeping = trio.Lock()
@@ -219,6 +244,16 @@ class BrokerNode:
         #: Fetch response bytes not yet sent, across connections: as much again (oncelog's own; Kafka sends fetched
         #: records from the page cache with sendfile, so its unsent responses hold no heap).
         self.response_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
+        #: What every connection of every listener uses; handlers are given this node as their ``Broker``.
+        self.server_context = ServerContext(
+            broker=self,
+            config=config,
+            request_budget=self.request_budget,
+            response_budget=self.response_budget,
+            scram_credentials=self.scram_credentials,
+            sasl=self.sasl,
+            ssl_contexts=self.ssl_contexts,
+        )
         #: The first listener's bound port once serving.
         self.port: int | None = None
 
@@ -414,7 +449,7 @@ class BrokerNode:
                 if self.isr_maintenance is not None:
                     await nursery.start(self.isr_maintenance.run)
                 for listener in self.listeners:
-                    self.bound_ports[listener.name] = await nursery.start(serve, self, listener)
+                    self.bound_ports[listener.name] = await nursery.start(serve, self.server_context, listener)
                 self.port = self.bound_ports[self.listeners[0].name]
                 if self.member is not None and self._local_follower is not None and self.peers is not None:
                     await nursery.start(self.peers.run)
@@ -429,7 +464,10 @@ class BrokerNode:
                     # One service per broker would each forward every delay partition: on a cluster the service must
                     # follow the delay partitions' leadership first (not built yet); run one `oncelog delay-service`.
                     log.warning("delay_service_not_started", reason="a cluster member runs no embedded DelayService")
-                elif self.config.get_bool("delay.service.enable") and (delay := embedded_service(self)) is not None:
+                elif (
+                    self.config.get_bool("delay.service.enable")
+                    and (delay := embedded_service(self.config, self.listeners, self.bound_ports)) is not None
+                ):
                     nursery.start_soon(delay.run)
                 log.info(
                     "started",

@@ -25,7 +25,8 @@ async def handle(broker: Broker, request: Request) -> dict:
             entry.transaction_result,
             frozenset(known),
         )
-        errors = await wait_markers_durable(broker.replicas, append_markers(broker.replicas, marker, known))
+        appended = append_markers(broker.replicas, marker, known, listener=broker.groups)
+        errors = await wait_markers_durable(broker.replicas, appended)
         by_topic: dict[str, list[dict]] = {}
         for topic, partition in partitions:
             error = errors.get((topic, partition), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -26,11 +26,10 @@ Guarantees:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import trio
-from oncelog.broker.clock import now_ms
 from oncelog.broker.group.metadata import CommittedOffset, Group, GroupState, Member
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.broker.txn.metadata import TxnState
@@ -39,11 +38,13 @@ from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCO
 from oncelog.protocol.internal.group_log import OffsetValue, encode_group_key, encode_offset_key, encode_offset_value
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
+    from oncelog.broker.config import BrokerConfig
     from oncelog.broker.group.offsets_log import GroupLog, LoadedGroup
     from oncelog.broker.keyed_locks import KeyedLocks
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.metadata import MetadataStore
+    from oncelog.broker.txn.metadata import TransactionMetadata
 
 log = structlog.get_logger(__name__)
 
@@ -58,10 +59,27 @@ TopicPartition = tuple[str, int]
 GROUPS_PER_CHECKPOINT = 256
 
 
+class TransactionLookup(Protocol):
+    """What TxnOffsetCommit checks of the transaction coordinator."""
+
+    def coordinates(self, transactional_id: str) -> bool:
+        """This broker coordinates ``transactional_id``'s transactions now."""
+        ...
+
+    def get(self, transactional_id: str) -> TransactionMetadata | None:
+        """The id's current transaction metadata, None for an unknown id."""
+        ...
+
+
 class OffsetsMixin:
     """The offset half of GroupCoordinator (which provides the attributes declared here)."""
 
-    _broker: BrokerNode
+    _config: BrokerConfig
+    _metadata: MetadataStore
+    _clock_ms: Callable[[], int]
+    _ensure_offsets_topic: Callable[[], Awaitable[None]]
+    _deleting_topics: set[str]
+    transactions: TransactionLookup | None
     group_log: GroupLog
     _groups: dict[str, Group]
     _locks: KeyedLocks[str]
@@ -80,7 +98,7 @@ class OffsetsMixin:
         members' sessions start now; before, ``run`` starts them."""
         now = trio.current_time() if self._running else 0.0
         for group_id, loaded in loaded_groups.items():
-            group = Group(group_id, state_timestamp_ms=now_ms())
+            group = Group(group_id, state_timestamp_ms=self._clock_ms())
             meta = loaded.metadata
             if meta is not None:
                 group.generation_id = meta.generation
@@ -122,14 +140,14 @@ class OffsetsMixin:
         their topic would have (``delete_partition_offsets``). A deletion removes them before its topic, so these
         come from a broker version that kept them; without this, a topic created again under the same name would
         see them. A failed append is logged and the remaining groups keep such offsets until the next start."""
-        metadata = self._broker.metadata
+        metadata = self._metadata
         error = await self.delete_partition_offsets(lambda topic, index: not metadata.has_partition(topic, index))
         if error != ErrorCode.NONE:
             log.error("orphaned_offsets_not_removed", error=error.name)
 
     # Markers ---------------------------------------------------------------------------------------------------
 
-    def _on_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+    def on_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker reached a partition: commit or drop the producer's pending offsets there."""
         if topic != CONSUMER_OFFSETS_TOPIC:
             return
@@ -142,10 +160,10 @@ class OffsetsMixin:
     # OffsetCommit ----------------------------------------------------------------------------------------------
 
     def _validate_offsets(self, offsets: dict[TopicPartition, OffsetValue]) -> dict[TopicPartition, ErrorCode]:
-        max_metadata = self._broker.config.get_int("offset.metadata.max.bytes")
+        max_metadata = self._config.get_int("offset.metadata.max.bytes")
         errors: dict[TopicPartition, ErrorCode] = {}
         for (topic, partition), value in offsets.items():
-            if topic in self._broker.topics.deleting or not self._broker.metadata.has_partition(topic, partition):
+            if topic in self._deleting_topics or not self._metadata.has_partition(topic, partition):
                 errors[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(value.metadata.encode()) > max_metadata:
                 errors[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -162,7 +180,7 @@ class OffsetsMixin:
         """Kafka's handleCommitOffsets: one error per partition."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        await self._broker.ensure_offsets_topic()
+        await self._ensure_offsets_topic()
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
@@ -171,7 +189,7 @@ class OffsetsMixin:
                 if generation_id >= 0:
                     # Not managed here, or a commit from a generation long gone: refuse it.
                     return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
-                group = Group(group_id, state_timestamp_ms=now_ms())
+                group = Group(group_id, state_timestamp_ms=self._clock_ms())
                 self._groups[group_id] = group
             error = self._check_commit(group, generation_id, member_id, group_instance_id)
             if error != ErrorCode.NONE:
@@ -244,13 +262,13 @@ class OffsetsMixin:
         """Kafka's handleTxnCommitOffsets (with KIP-890's check that the partition is in the transaction)."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        await self._broker.ensure_offsets_topic()
+        await self._ensure_offsets_topic()
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
             group = self._groups.get(group_id)
             if group is None:
-                group = Group(group_id, state_timestamp_ms=now_ms())
+                group = Group(group_id, state_timestamp_ms=self._clock_ms())
                 self._groups[group_id] = group
             error = self._check_txn_commit(group, generation_id, member_id, group_instance_id)
             if error == ErrorCode.NONE:
@@ -276,11 +294,13 @@ class OffsetsMixin:
     def _check_transaction(
         self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, fenced: ErrorCode
     ) -> ErrorCode:
-        if not self._broker.transactions.coordinates(transactional_id):
+        transactions = self.transactions
+        assert transactions is not None, "the node wires the transaction coordinator before serving"
+        if not transactions.coordinates(transactional_id):
             # On a cluster the transaction lives on another broker, which added this group's partition to it before
             # the client was told to send this (AddOffsetsToTxn); until brokers ask each other, it is not re-checked.
             return ErrorCode.NONE
-        metadata = self._broker.transactions.get(transactional_id)
+        metadata = transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != metadata.producer_epoch:
@@ -371,16 +391,16 @@ class OffsetsMixin:
             }
 
     async def _run_offset_expiration(self) -> None:
-        interval_s = self._broker.config.get_int("offsets.retention.check.interval.ms") / 1000
+        interval_s = self._config.get_int("offsets.retention.check.interval.ms") / 1000
         while True:
             await trio.sleep(interval_s)
-            await self.expire_offsets(now_ms())
+            await self.expire_offsets(self._clock_ms())
 
     async def expire_offsets(self, now: int) -> None:
         """Kafka's cleanupGroupMetadata: every group loses the offsets ``Group.expired_offsets`` names (tombstones),
         and an Empty group left with no offsets and no open transaction is removed. A failed append leaves that
         group as it was, for the next pass."""
-        retention_ms = self._broker.config.get_int("offsets.retention.minutes") * 60_000
+        retention_ms = self._config.get_int("offsets.retention.minutes") * 60_000
         for i, (group_id, group) in enumerate(list(self._groups.items())):
             if i % GROUPS_PER_CHECKPOINT == GROUPS_PER_CHECKPOINT - 1:
                 await trio.lowlevel.checkpoint()
@@ -433,7 +453,7 @@ class OffsetsMixin:
         gone = remove_empty_group and _removable(group, left)
         error = await self._write_tombstones(group, held, group_tombstone=gone)
         if error == ErrorCode.NONE and gone:
-            group.transition(GroupState.DEAD, now_ms())
+            group.transition(GroupState.DEAD, self._clock_ms())
             del self._groups[group.group_id]
         return error, held, gone
 

@@ -11,7 +11,7 @@ offsets, as Kafka's OffsetMetadataManager.replay does), transactional offsets fo
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,8 @@ from oncelog.protocol.records import (
 from oncelog.storage.append_origin import AppendOrigin
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.replica_manager import ReplicaManager
+    from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
 
@@ -78,9 +79,20 @@ class LoadedGroup:
 class GroupLog:
     """Appends group records durably and replays them at start."""
 
-    def __init__(self, broker: BrokerNode) -> None:
-        self._broker = broker
-        self.num_partitions = broker.config.get_int("offsets.topic.num.partitions")
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        logs: LogManager,
+        *,
+        num_partitions: int,
+        ensure_topic: Callable[[], Awaitable[None]],
+    ) -> None:
+        """``num_partitions``: offsets.topic.num.partitions; ``ensure_topic`` creates ``__consumer_offsets`` on
+        first use."""
+        self._replicas = replicas
+        self._logs = logs
+        self._ensure_topic = ensure_topic
+        self.num_partitions = num_partitions
 
     def partition_for(self, group_id: str) -> int:
         return partition_for_key(group_id, self.num_partitions)
@@ -95,7 +107,7 @@ class GroupLog:
     ) -> tuple[ErrorCode, int]:
         """Append ``records`` (key, value) in one batch -- transactional when ``producer_id`` >= 0 -- and wait until
         it is durable. Returns (error, offset of the first record)."""
-        await self._broker.ensure_offsets_topic()
+        await self._ensure_topic()
         transactional = producer_id >= 0
         batch = encode_batch(
             [SimpleRecord(key, value) for key, value in records],
@@ -106,7 +118,7 @@ class GroupLog:
             now_ms=now_ms(),
         )
         partition = self.partition_for(group_id)
-        replicas = self._broker.replicas
+        replicas = self._replicas
         outcome = replicas.append(CONSUMER_OFFSETS_TOPIC, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
         if outcome.error != ErrorCode.NONE or outcome.result is None:
             return _APPEND_ERRORS.get(outcome.error, outcome.error), -1
@@ -163,4 +175,4 @@ class GroupLog:
         return groups
 
     def _records(self, partition: int) -> Iterator[tuple[BatchHeader, Record]]:
-        return replay(self._broker.logs.get(CONSUMER_OFFSETS_TOPIC, partition))
+        return replay(self._logs.get(CONSUMER_OFFSETS_TOPIC, partition))

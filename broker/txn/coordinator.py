@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
-from oncelog.broker.clock import now_ms
 from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.faults import fault_point
@@ -56,7 +55,12 @@ from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.java_hash import partition_for_key
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.cluster.producer_ids import ClusterProducerIds
+    from oncelog.broker.config import BrokerConfig
+    from oncelog.broker.producer_ids import ProducerIdAllocator
+    from oncelog.broker.replica_manager import ReplicaManager
+    from oncelog.broker.topics import TopicManager
+    from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
 
@@ -71,24 +75,41 @@ MARKER_RETRY_BACKOFF_S = 0.1
 class TransactionCoordinator:
     """Owns the metadata of every transactional id and the transaction state machine."""
 
-    def __init__(self, broker: BrokerNode, markers: MarkerWriter) -> None:
-        self._broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        logs: LogManager,
+        topics: TopicManager,
+        producer_ids: ProducerIdAllocator | ClusterProducerIds,
+        markers: MarkerWriter,
+        *,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        """``config``: the broker's settings read here (none of them dynamic); ``topics`` creates
+        ``__transaction_state`` on first use; ``producer_ids`` hands out new producer ids; ``markers`` writes the
+        transaction markers; ``clock_ms``: wall-clock milliseconds (timeouts, expiration, state timestamps)."""
+        self._config = config
+        self._producer_ids = producer_ids
         self._markers = markers
-        self.state_log = TransactionStateLog(broker)
-        self._max_timeout_ms = broker.config.get_int("transaction.max.timeout.ms")
-        self._expiration_ms = broker.config.get_int("transactional.id.expiration.ms")
+        self._clock_ms = clock_ms
+        self.state_log = TransactionStateLog(
+            replicas, logs, topics, num_partitions=config.get_int("transaction.state.log.num.partitions")
+        )
+        self._max_timeout_ms = config.get_int("transaction.max.timeout.ms")
+        self._expiration_ms = config.get_int("transactional.id.expiration.ms")
         self._transactions: dict[str, TransactionMetadata] = {}
         self._locks: KeyedLocks[str] = KeyedLocks()
-        #: Ongoing transactions by the first now_ms() at which they are past their timeout.
+        #: Ongoing transactions by the first clock reading at which they are past their timeout.
         self._timeouts: DeadlineHeap[str] = DeadlineHeap()
-        #: Completed (or empty) ids by the first now_ms() at which they have been idle too long.
+        #: Completed (or empty) ids by the first clock reading at which they have been idle too long.
         self._expirations: DeadlineHeap[str] = DeadlineHeap()
         #: Ids in PrepareCommit / PrepareAbort: their markers are (re)written by ``complete_pending``.
         self._prepared: set[str] = set()
         #: The ``__transaction_state`` partitions whose ids this broker coordinates, at which coordinator epoch.
         self.partitions = CoordinatorPartitions(
             TRANSACTION_STATE_TOPIC,
-            broker.replicas,
+            replicas,
             load=self.state_log.load_steps,
             install=self._install,
             unload=self._unload,
@@ -147,12 +168,12 @@ class TransactionCoordinator:
 
     async def run_expiration(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Abort timed-out transactions every transaction.abort.timed.out.transaction.cleanup.interval.ms."""
-        interval_s = self._broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        interval_s = self._config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         task_status.started()
         while True:
             await trio.sleep(interval_s)
-            await self.abort_timed_out(now_ms())
-            await self.expire_idle_ids(now_ms())
+            await self.abort_timed_out(self._clock_ms())
+            await self.expire_idle_ids(self._clock_ms())
             await self.complete_pending()  # prepared transactions whose markers could not be written earlier
 
     async def abort_timed_out(self, now: int) -> None:
@@ -212,7 +233,7 @@ class TransactionCoordinator:
         """Keep the timers and the prepared set in step with an id's current metadata."""
         transactional_id = metadata.transactional_id
         state = metadata.state
-        # is_expired: start + timeout < now, so the first due now_ms() is start + timeout + 1 (likewise below).
+        # is_expired: start + timeout < now, so the first due clock reading is start + timeout + 1 (likewise below).
         timeout_at = metadata.start_timestamp_ms + metadata.timeout_ms + 1 if state == TxnState.ONGOING else math.inf
         self._timeouts.schedule(transactional_id, timeout_at)
         idle_at = metadata.last_update_timestamp_ms + self._expiration_ms + 1 if state in COMPLETED_STATES else math.inf
@@ -258,7 +279,7 @@ class TransactionCoordinator:
 
     def offsets_partition_for(self, group_id: str) -> tuple[str, int]:
         """The ``__consumer_offsets`` partition of a group (abs(hashCode) % offsets.topic.num.partitions)."""
-        partitions = self._broker.config.get_int("offsets.topic.num.partitions")
+        partitions = self._config.get_int("offsets.topic.num.partitions")
         return CONSUMER_OFFSETS_TOPIC, partition_for_key(group_id, partitions)
 
     # InitProducerId --------------------------------------------------------------------------------------------
@@ -280,11 +301,11 @@ class TransactionCoordinator:
             except StateLogError as exc:
                 return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             metadata = self._transactions.get(transactional_id)
-            now = now_ms()
+            now = self._clock_ms()
             if metadata is None:
                 metadata = TransactionMetadata(
                     transactional_id,
-                    self._broker.producer_ids.next_id(),
+                    self._producer_ids.next_id(),
                     NO_PRODUCER_EPOCH,
                     timeout_ms,
                     TxnState.EMPTY,
@@ -307,7 +328,7 @@ class TransactionCoordinator:
                 new = metadata.transition(
                     TxnState.EMPTY,
                     now,
-                    producer_id=self._broker.producer_ids.next_id(),
+                    producer_id=self._producer_ids.next_id(),
                     producer_epoch=0,
                     last_producer_id=metadata.producer_id,
                     last_producer_epoch=metadata.producer_epoch if expected else NO_PRODUCER_EPOCH,
@@ -397,7 +418,7 @@ class TransactionCoordinator:
                 return error
             if metadata.state == TxnState.ONGOING and wanted <= metadata.partitions:
                 return ErrorCode.NONE
-            now = now_ms()
+            now = self._clock_ms()
             start = metadata.start_timestamp_ms if metadata.state == TxnState.ONGOING else now
             new = metadata.transition(
                 TxnState.ONGOING,
@@ -454,7 +475,7 @@ class TransactionCoordinator:
             if bump_epoch:
                 changes |= {"producer_epoch": metadata.producer_epoch + 1, "last_producer_epoch": epoch}
                 if epoch_exhausted(metadata.producer_epoch):
-                    changes["next_producer_id"] = self._broker.producer_ids.next_id()
+                    changes["next_producer_id"] = self._producer_ids.next_id()
             try:
                 completed = await self._prepare_and_complete(metadata, commit, coordinator_epoch, **changes)
             except StateLogError as exc:
@@ -501,14 +522,14 @@ class TransactionCoordinator:
     async def _fence_and_abort(self, metadata: TransactionMetadata, coordinator_epoch: int) -> None:
         """Bump the epoch (fencing the current producer) and abort the ongoing transaction with it."""
         epoch = metadata.producer_epoch if epoch_exhausted(metadata.producer_epoch) else metadata.producer_epoch + 1
-        fencing = metadata.transition(TxnState.PREPARE_EPOCH_FENCE, now_ms(), producer_epoch=epoch)
+        fencing = metadata.transition(TxnState.PREPARE_EPOCH_FENCE, self._clock_ms(), producer_epoch=epoch)
         await self._prepare_and_complete(fencing, False, coordinator_epoch)
 
     async def _prepare_and_complete(
         self, metadata: TransactionMetadata, commit: bool, coordinator_epoch: int, **changes: object
     ) -> TransactionMetadata:
         prepared = metadata.transition(
-            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms(), **changes
+            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, self._clock_ms(), **changes
         )
         await self._persist(prepared, coordinator_epoch)
         fault_point("txn.after_prepare")
@@ -535,7 +556,7 @@ class TransactionCoordinator:
             }
         completed = prepared.transition(
             TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
-            now_ms(),
+            self._clock_ms(),
             partitions=frozenset(),
             **identity,
         )

@@ -30,7 +30,9 @@ from oncelog.protocol.records import SimpleRecord, encode_batch
 from oncelog.storage.append_origin import AppendOrigin
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.replica_manager import ReplicaManager
+    from oncelog.broker.topics import TopicManager
+    from oncelog.storage.log_manager import LogManager
 
 #: How long a record nobody waits for (a transaction's Complete* record) may stay unsynced in fsync mode; losing it
 #: in a crash is harmless (the restart completes the transaction again). The id's next state change usually comes
@@ -105,16 +107,22 @@ def from_log_value(transactional_id: str, value: TxnLogValue) -> TransactionMeta
 class TransactionStateLog:
     """Appends state changes durably and replays them at start."""
 
-    def __init__(self, broker: BrokerNode) -> None:
-        self._broker = broker
-        self.num_partitions = broker.config.get_int("transaction.state.log.num.partitions")
+    def __init__(
+        self, replicas: ReplicaManager, logs: LogManager, topics: TopicManager, *, num_partitions: int
+    ) -> None:
+        """``topics`` creates ``__transaction_state`` on first use; ``num_partitions``:
+        transaction.state.log.num.partitions."""
+        self._replicas = replicas
+        self._logs = logs
+        self._topics = topics
+        self.num_partitions = num_partitions
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for_key(transactional_id, self.num_partitions)
 
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use, as Kafka does; returns once its logs exist."""
-        await self._broker.topics.ensure_internal(
+        await self._topics.ensure_internal(
             TRANSACTION_STATE_TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS[TRANSACTION_STATE_TOPIC]
         )
 
@@ -132,7 +140,7 @@ class TransactionStateLog:
         )
         batch = encode_batch([SimpleRecord(encode_txn_log_key(transactional_id), value)], now_ms=now_ms())
         partition = self.partition_for(transactional_id)
-        replicas = self._broker.replicas
+        replicas = self._replicas
         outcome = replicas.append(
             TRANSACTION_STATE_TOPIC,
             partition,
@@ -154,7 +162,7 @@ class TransactionStateLog:
         transactional id wins; tombstones delete. Returns the ids' states."""
         states: dict[str, TransactionMetadata] = {}
         replayed = 0
-        for _, record in replay(self._broker.logs.get(TRANSACTION_STATE_TOPIC, partition)):
+        for _, record in replay(self._logs.get(TRANSACTION_STATE_TOPIC, partition)):
             if record.key is None:
                 continue
             transactional_id = decode_txn_log_key(record.key)

@@ -82,9 +82,12 @@ async def test_the_transaction_coordinator_serves_only_the_state_partitions_it_l
     assert await coordinator.add_partitions(tid, producer_id, epoch, [DATA], FENCED) == ErrorCode.NONE
     assert (await coordinator.end_transaction(tid, producer_id, epoch, True, FENCED))[0] == ErrorCode.NONE
     stale = TxnMarker(producer_id, epoch, 1, False, frozenset([DATA]))
-    assert append_markers(node.replicas, stale, [DATA])[DATA][0] == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert (
+        append_markers(node.replicas, stale, [DATA], listener=node.groups)[DATA][0]
+        == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    )
     current = TxnMarker(producer_id, epoch, 2, True, frozenset([DATA]))
-    assert append_markers(node.replicas, current, [DATA])[DATA][0] == ErrorCode.NONE
+    assert append_markers(node.replicas, current, [DATA], listener=node.groups)[DATA][0] == ErrorCode.NONE
 
 
 async def test_the_group_coordinator_serves_only_the_offsets_partitions_it_leads(node: BrokerNode) -> None:
