@@ -121,7 +121,9 @@ def transaction_after(cluster: Cluster, transactional_id: str) -> list[bytes]:
     return values
 
 
-@pytest.mark.parametrize("cluster", ["txn.after_prepare", "txn.after_first_marker"], indirect=True)
+@pytest.mark.parametrize(
+    "cluster", ["txn.after_prepare", "txn.after_first_marker", "txn.before_complete"], indirect=True
+)
 def test_a_commit_decided_by_a_coordinator_killed_before_its_markers_is_finished_by_the_next(
     cluster: Cluster,
 ) -> None:
