@@ -52,7 +52,15 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         running.start()
         yield running
     finally:
+        kill_all(running)
         running.close()
+
+
+def kill_all(cluster: Cluster) -> None:
+    """SIGKILL every broker before closing: the data is thrown away, and a controlled shutdown of the last broker
+    waits ~10 s for leaderships that cannot move."""
+    for broker in cluster.brokers.values():
+        broker.kill()
 
 
 def prepare(cluster: Cluster) -> str:
@@ -183,6 +191,7 @@ def internal_leaders(cluster: Cluster, topic: str, partitions: int) -> dict[int,
 def plain_cluster() -> Iterator[Cluster]:
     with Cluster(3) as running:
         yield running
+        kill_all(running)
 
 
 def test_c_a_copier_loses_its_coordinators_broker_mid_run_and_copies_exactly_once(
