@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,30 +88,40 @@ def _led(topic: object) -> bool:
     return all(p.leader > 0 for p in topic.partitions.values())  # type: ignore[attr-defined]
 
 
+def _send(producer: Producer, topic: str, partition: int) -> None:
+    """Produce one record, serving delivery reports while the local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, VALUE, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
 def _produce_timed(bootstrap: str, topic: str, records: int) -> float:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     started = time.perf_counter()
     for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, VALUE, partition=i % 3)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        _send(producer, topic, i % 3)
     assert producer.flush(120) == 0
     return records / (time.perf_counter() - started)
 
 
-def throughput(records: int, rounds: int) -> ThroughputResult:
-    """C1: acks=all records/s, replication factor 3 vs 1."""
+def _rf3_vs_rf1(records: int, rounds: int, timed: Callable[[str, str, int], float], prefix: str) -> ThroughputResult:
+    """``timed(bootstrap, topic, records)`` (records/s) alternating between a factor-1 and a factor-3 topic."""
     result = ThroughputResult(records)
     with Cluster(3) as cluster:
-        _create(cluster, "rf1", 3, 1)
-        _create(cluster, "rf3", 3, 3)
+        _create(cluster, f"{prefix}rf1", 3, 1)
+        _create(cluster, f"{prefix}rf3", 3, 3)
         for _ in range(rounds):
-            result.rf1_records_per_s.append(_produce_timed(cluster.bootstrap, "rf1", records))
-            result.rf3_records_per_s.append(_produce_timed(cluster.bootstrap, "rf3", records))
+            result.rf1_records_per_s.append(timed(cluster.bootstrap, f"{prefix}rf1", records))
+            result.rf3_records_per_s.append(timed(cluster.bootstrap, f"{prefix}rf3", records))
     return result
+
+
+def throughput(records: int, rounds: int) -> ThroughputResult:
+    """C1: acks=all records/s, replication factor 3 vs 1."""
+    return _rf3_vs_rf1(records, rounds, _produce_timed, "")
 
 
 class _Pacer:
@@ -225,12 +236,7 @@ def _transactional_timed(bootstrap: str, topic: str, records: int) -> float:
     producer.begin_transaction()
     txn_started = started
     for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, VALUE, partition=i % 3)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        _send(producer, topic, i % 3)
         producer.poll(0)
         if time.perf_counter() - txn_started >= TXN_COMMIT_INTERVAL_S:
             producer.commit_transaction(120)
@@ -242,14 +248,7 @@ def _transactional_timed(bootstrap: str, topic: str, records: int) -> float:
 
 def transactional_throughput(records: int, rounds: int) -> ThroughputResult:
     """C5: transactional records/s, replication factor 3 vs 1 (``__transaction_state`` has factor 3 in both)."""
-    result = ThroughputResult(records)
-    with Cluster(3) as cluster:
-        _create(cluster, "txn-rf1", 3, 1)
-        _create(cluster, "txn-rf3", 3, 3)
-        for _ in range(rounds):
-            result.rf1_records_per_s.append(_transactional_timed(cluster.bootstrap, "txn-rf1", records))
-            result.rf3_records_per_s.append(_transactional_timed(cluster.bootstrap, "txn-rf3", records))
-    return result
+    return _rf3_vs_rf1(records, rounds, _transactional_timed, "txn-")
 
 
 @dataclass

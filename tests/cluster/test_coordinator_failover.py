@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from oncelog.protocol.internal.java_hash import partition_for_key
 from support.cluster import Cluster
+from support.committed import read_committed_values
 from support.copier_harness import (
     COPIER,
     FINISH_DEADLINE_S,
@@ -82,33 +83,8 @@ def prepare(cluster: Cluster) -> str:
 
 def read_committed(cluster: Cluster, expected: int, deadline_s: float = 60.0) -> list[bytes]:
     """Values a read_committed reader sees in every partition of TOPIC once it has ``expected`` of them and has
-    reached each partition's end (assign: no group coordinator involved)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.live_bootstrap(),
-            "group.id": "unused",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    try:
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(3)])
-        end = time.monotonic() + deadline_s
-        while (len(values) < expected or len(at_end) < 3) and time.monotonic() < end:
-            for message in consumer.consume(num_messages=1000, timeout=0.5):
-                error = message.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, error
-                    at_end.add(message.partition())
-                    continue
-                at_end.discard(message.partition())
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
+    reached each partition's end."""
+    return read_committed_values(cluster.live_bootstrap(), TOPIC, range(3), lambda vs: len(vs) >= expected, deadline_s)
 
 
 def end_transaction(producer: Producer, commit: bool) -> None:

@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from oncelog.protocol.internal.java_hash import partition_for_key
 from support.cluster import SESSION_TIMEOUT_MS, Cluster
+from support.committed import read_committed_values
 
 TOPIC = "away"
 TXN_STATE = "__transaction_state"
@@ -41,34 +42,7 @@ def cluster() -> Iterator[Cluster]:
 def read_committed(
     cluster: Cluster, partitions: tuple[int, ...], done: Callable[[list[bytes]], bool], bootstrap: str
 ) -> list[bytes]:
-    """Values of ``partitions`` a read_committed reader sees, once ``done`` holds for them and every partition is
-    read to its end (its last stable offset), or after READ_DEADLINE_S."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    try:
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in partitions])
-        end = time.monotonic() + READ_DEADLINE_S
-        while not (done(values) and len(at_end) == len(partitions)) and time.monotonic() < end:
-            for message in consumer.consume(num_messages=1000, timeout=0.3):
-                error = message.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, error
-                    at_end.add(message.partition())
-                    continue
-                at_end.discard(message.partition())
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
+    return read_committed_values(bootstrap, TOPIC, partitions, done, READ_DEADLINE_S)
 
 
 def produce_all(producer: Producer, prefix: str, per_partition: int = 5) -> dict[int, list[bytes]]:
