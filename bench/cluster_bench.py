@@ -124,6 +124,15 @@ def throughput(records: int, rounds: int) -> ThroughputResult:
     return _rf3_vs_rf1(records, rounds, _produce_timed, "")
 
 
+def _wait_growth(items: list[tuple[float, float]], count: int, timeout_s: float, failure: str) -> None:
+    """Wait until another thread has appended ``count`` more items (AssertionError ``failure`` after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    start = len(items)
+    while len(items) < start + count:
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.01)
+
+
 class _Pacer:
     """Sends one acks=all idempotent record every SEND_INTERVAL_S and keeps every acknowledgement's time."""
 
@@ -161,11 +170,7 @@ class _Pacer:
         self._producer.flush(60)
 
     def wait_acks(self, count: int, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        start = len(self.acked)
-        while len(self.acked) < start + count:
-            assert time.monotonic() < deadline, "no acknowledgements"
-            time.sleep(0.01)
+        _wait_growth(self.acked, count, timeout_s, "no acknowledgements")
 
 
 def _leader(cluster: Cluster, topic: str) -> int:
@@ -332,11 +337,7 @@ class _Committer:
         self._thread.join(120)
 
     def wait_commits(self, count: int, timeout_s: float = 120) -> None:
-        deadline = time.monotonic() + timeout_s
-        start = len(self.commits)
-        while len(self.commits) < start + count:
-            assert time.monotonic() < deadline, "no commits"
-            time.sleep(0.01)
+        _wait_growth(self.commits, count, timeout_s, "no commits")
 
 
 def _coordinator(cluster: Cluster, transactional_id: str) -> int:
