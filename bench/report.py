@@ -31,6 +31,8 @@ GOALS: dict[str, tuple[str, float]] = {
     "C1_rf3_vs_rf1_acks_all": (">=", 0.7),
     "C2_failover_p50_s": ("<=", 3.0),
     "C3_controlled_shutdown_pause_s": ("<=", 0.5),
+    "C4_txn_coordinator_failover_p50_s": ("<=", 3.0),  # issue 25
+    "C5_txn_rf3_vs_rf1": (">=", 0.7),  # issue 25
     "P10_delay_forward_rec_s": (">=", 50000.0),  # issue 26
     "P10_delay_lateness_p99_ms": ("<=", 1000.0),  # issue 26: at 10,000 delayed records/s
 }

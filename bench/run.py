@@ -1,6 +1,6 @@
 """oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster", and
-C1-C3 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown), and
-P10, delayed delivery (issue 26).
+C1-C5 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown,
+transaction coordinator failover, transactional replication factor 3 vs 1), and P10, delayed delivery (issue 26).
 
 Starts its own brokers (subprocesses on free 127.0.0.1 ports, temporary data dirs) and librdkafka's in-process mock
 cluster, and prints one table: every figure with its goal, met/MISS, and the peer or machine limit measured in the
@@ -48,7 +48,7 @@ from bench.report import Line, fmt, table, to_json  # noqa: E402
 from tests.support.broker import BrokerProcess  # noqa: E402
 from tests.support.mock_cluster import MockCluster  # noqa: E402
 
-BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3")
+BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3", "C4", "C5")
 MIB = 1 << 20
 
 
@@ -71,7 +71,8 @@ class Sizes:
     rounds: int  # alternating rounds of P1, P3 and P9 (medians are reported)
     p9_partitions: int = 1000
     c1_records: int = 200_000  # per round, replication factor 1 and 3 alternating
-    cluster_trials: int = 5  # C2 leader kills, C3 controlled shutdowns
+    cluster_trials: int = 5  # C2 leader kills, C3 controlled shutdowns, C4 coordinator kills
+    c5_records: int = 50_000  # per round, transactional, replication factor 1 and 3 alternating
     p10_records: int = 200_000  # P10: records forwarded at once
     p10_rate: int = 10_000  # P10: delayed records per second offered for the lateness figure
     p10_seconds: float = 10.0
@@ -94,6 +95,7 @@ QUICK = Sizes(
     3,
     c1_records=50_000,
     cluster_trials=3,
+    c5_records=20_000,
 )
 
 
@@ -695,6 +697,38 @@ def bench_c3(r: Run) -> None:
     )
 
 
+def bench_c4(r: Run) -> None:
+    res = cluster_bench.coordinator_failover(r.sizes.cluster_trials)
+    r.details["C4"] = asdict(res)
+    r.add(
+        Line(
+            "C4",
+            "txn coordinator SIGKILL to next commit s, p50",
+            res.p50,
+            ".2f",
+            f"worst {res.worst:.2f} s over {len(res.seconds)} kills; retried commits {res.retried}, "
+            f"aborted {res.aborted}, new producers {res.replaced}",
+            "C4_txn_coordinator_failover_p50_s",
+        )
+    )
+
+
+def bench_c5(r: Run) -> None:
+    res = cluster_bench.transactional_throughput(r.sizes.c5_records, r.sizes.rounds)
+    r.details["C5"] = {**asdict(res), "ratio": res.ratio}
+    rf1, rf3 = statistics.median(res.rf1_records_per_s), statistics.median(res.rf3_records_per_s)
+    r.add(
+        Line(
+            "C5",
+            "transactional rec/s, replication factor 3 / 1",
+            res.ratio,
+            ".3f",
+            f"{rf3:,.0f} vs {rf1:,.0f} rec/s, a commit every 100 ms",
+            "C5_txn_rf3_vs_rf1",
+        )
+    )
+
+
 # ---- the driver -----------------------------------------------------------------------------------------------
 
 
@@ -716,7 +750,7 @@ def machine_description() -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="oncelog benchmark suite (P1-P7, P9, P10)")
     parser.add_argument("--quick", action="store_true", help="scaled-down run, about 4 minutes")
-    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C3")
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C5")
     parser.add_argument("--records", type=int, help="record count of P1, P3, P6 and P9")
     parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
@@ -764,11 +798,13 @@ def main(argv: list[str] | None = None) -> int:
         ("C1", bench_c1),
         ("C2", bench_c2),
         ("C3", bench_c3),
+        ("C4", bench_c4),
+        ("C5", bench_c5),
     ):
         if name in args.only:
             steps.append((name, lambda fn=fn: fn(run)))
     if "P7" in args.only:
-        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3"))
+        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3", "C4", "C5"))
         steps.insert(len(steps) - after_p7, ("P7", lambda: bench_p7(run, args.quick)))
     io_stalls: dict[str, float] = {}
     try:

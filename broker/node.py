@@ -20,7 +20,7 @@ from oncelog.broker.clock import now_ms
 from oncelog.broker.cluster.isr import EtcdIsrUpdater
 from oncelog.broker.cluster.liveness import DeadBrokerDetector
 from oncelog.broker.cluster.local_follower import LocalFollower
-from oncelog.broker.cluster.markers import ClusterMarkerWriter
+from oncelog.broker.cluster.markers import MarkerChannel
 from oncelog.broker.cluster.member import ClusterMember
 from oncelog.broker.cluster.peers import PeerConnections
 from oncelog.broker.cluster.producer_ids import ClusterProducerIds
@@ -223,11 +223,13 @@ class BrokerNode:
         self._local_follower: LocalFollower | None = None
         #: Connections to the other brokers of a cluster (None on a single node).
         self.peers: PeerConnections | None = None
+        #: Sends transaction markers to the partitions' leaders (None on a single node, which leads them all).
+        self.marker_channel: MarkerChannel | None = None
         markers: MarkerWriter = LocalMarkerWriter(self.replicas, self.groups)
         if etcd is not None:
             self._follow_cluster(*etcd)
             self.peers = PeerConnections(self.node_id, self._inter_broker_address)
-            markers = ClusterMarkerWriter(self.node_id, self.cluster.partition, markers, self.peers)
+            markers = self.marker_channel = MarkerChannel(self.node_id, self.cluster.partition, markers, self.peers)
         self.transactions = TransactionCoordinator(
             config, self.replicas, self.logs, self.topics, self.producer_ids, markers, clock_ms=now_ms
         )
@@ -453,6 +455,8 @@ class BrokerNode:
                 self.port = self.bound_ports[self.listeners[0].name]
                 if self.member is not None and self._local_follower is not None and self.peers is not None:
                     await nursery.start(self.peers.run)
+                    if self.marker_channel is not None:
+                        await nursery.start(self.marker_channel.run)
                     if self._liveness is not None:
                         await nursery.start(self._liveness.run)
                     await nursery.start(self.member.run, self._registration())

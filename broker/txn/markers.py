@@ -34,6 +34,21 @@ class TxnMarker:
     partitions: frozenset[tuple[str, int]]
 
 
+#: Outcomes of a partition's marker write after which it is not written again: written, the partition deleted, or
+#: a log that cannot hold markers (Kafka drops those partitions); every other error is retried.
+MARKER_SETTLED = frozenset(
+    {
+        ErrorCode.NONE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        ErrorCode.UNSUPPORTED_VERSION,
+    }
+)
+#: Outcomes that tell the coordinator it was deposed: it stops writing the transaction's markers (Kafka's
+#: TransactionMarkerRequestCompletionHandler treats both alike).
+MARKER_FENCED = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
+
+
 class MarkerListener(Protocol):
     """Told of every marker appended to a partition of this broker (the group coordinator: it commits or drops a
     producer's pending transactional offsets once the marker is in ``__consumer_offsets``, as Kafka's

@@ -1,7 +1,7 @@
 """Smoke test of the benchmark harness: one tiny configuration of bench/run.py must run and write every JSON key.
 
 Runs ``bench/run.py --only P1 --records 20000`` (a real broker subprocess and librdkafka's mock cluster) and checks
-that the JSON has every figure key (the issues' 16 and the cluster's 3), that P1's are positive numbers, and
+that the JSON has every figure key (the issues' 16 and the cluster's 5), that P1's are positive numbers, and
 that the benchmarks not run are null. It keeps the harness working; it says nothing about the figures.
 """
 

@@ -270,3 +270,30 @@ async def test_hanging_transaction_is_cleared_by_an_abort_marker(broker, client)
     assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.NONE
     read = await _fetch(client, "hang", 0, READ_COMMITTED)
     assert read.last_stable_offset == 2 and [a.producer_id for a in read.aborted_transactions] == [777]
+
+
+async def test_write_txn_markers_with_many_markers_answers_each_in_order(broker, client) -> None:
+    """A marker channel batches the markers of several transactions into one WriteTxnMarkers: each is appended and
+    answered, in the request's order, and every partition's LSO moves past all of them."""
+    await client.request(ApiKey.CREATE_TOPICS, 4, create_topic_body("many", partitions=2))
+    for producer_id in (801, 802, 803):
+        for partition in (0, 1):
+            data = batch([b"v"], producer_id=producer_id, producer_epoch=0, base_sequence=0, transactional=True)
+            assert broker.node.replicas.append("many", partition, data, now_ms()).error == ErrorCode.NONE
+    markers = [
+        {
+            "producer_id": producer_id,
+            "producer_epoch": 0,
+            "transaction_result": producer_id != 802,
+            "topics": [{"name": "many", "partition_indexes": [0, 1]}],
+            "coordinator_epoch": 0,
+        }
+        for producer_id in (803, 801, 802)
+    ]
+    response = await client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": markers})
+    assert [m.producer_id for m in response.markers] == [803, 801, 802]
+    assert all(p.error_code == ErrorCode.NONE for m in response.markers for t in m.topics for p in t.partitions)
+    for partition in (0, 1):
+        read = await _fetch(client, "many", partition, READ_COMMITTED)
+        assert read.last_stable_offset == 6
+        assert [a.producer_id for a in read.aborted_transactions] == [802]
