@@ -82,7 +82,7 @@ class TopicManager:
         log_config = self._broker.topic_log_config(topic.name)
         for partition in range(topic.partitions):
             if logs.get(topic.name, partition) is None:
-                logs.create(topic.name, partition, log_config)
+                logs.create(topic.name, partition, log_config, topic.topic_id)
 
     def validate(
         self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str | None]
@@ -161,7 +161,7 @@ class TopicManager:
         self._pending_partitions += len(partitions)
         try:
             config = self._broker.topic_log_config(name)
-            built, failure = await build_logs(logs, name, partitions, config)
+            built, failure = await build_logs(logs, name, partitions, config, topic_id=topic.topic_id)
             current = self._broker.topic_log_config(name)
             if current != config:  # the topic's configs were altered meanwhile, for its registered logs only
                 for partition_log in built:
