@@ -183,6 +183,20 @@ async def test_delete_topics_v6_by_id(start_broker, tmp_path) -> None:
     assert (await delete_by_name(client, "del-b")).topic_id == second
 
 
+async def test_delete_topics_refuses_names_and_ids_listed_twice(start_broker, tmp_path) -> None:
+    client = await (await start_broker(tmp_path / "d")).connect()
+    topic_id = await create(client, "twice", 1)
+    body = {"topic_names": ["twice", "twice"], "timeout_ms": 1000}
+    answers = (await client.request(ApiKey.DELETE_TOPICS, 5, body)).responses
+    assert [(a.name, a.error_code, a.error_message) for a in answers] == [
+        ("twice", ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+    ]
+    body = {"topics": [{"name": None, "topic_id": topic_id}] * 2, "timeout_ms": 1000}
+    answers = (await client.request(ApiKey.DELETE_TOPICS, 6, body)).responses
+    assert [(a.name, a.topic_id, a.error_code) for a in answers] == [(None, topic_id, ErrorCode.INVALID_REQUEST)]
+    assert (await delete_by_name(client, "twice")).error_code == ErrorCode.NONE
+
+
 async def test_partition_directories_record_the_topic_id_as_kafka_writes_it(start_broker, tmp_path) -> None:
     client = await (await start_broker(tmp_path / "d")).connect()
     topic_id = await create(client, "recorded", 2)
