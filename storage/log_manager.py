@@ -157,16 +157,16 @@ class LogManager:
         so must be registered or closed."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         directory = self.data_dir / f"{topic}-{partition}"
-        if topic_id is not None and directory.exists():
-            record_topic_id(directory, topic_id)  # refuses another topic's directory before opening it
-        partition_log = PartitionLog.open(directory, config or self.default_config)
         if topic_id is not None:
-            try:
-                record_topic_id(directory, topic_id)
-            except BaseException:
-                partition_log.close()
-                raise
-        return partition_log
+            if directory.exists():
+                record_topic_id(directory, topic_id)  # refuses another topic's directory before opening it
+            else:
+                # Recorded before the first segment, whose directory fsync makes the record durable with it: one
+                # file fsync more per new log, not two.
+                directory.mkdir()
+                record_topic_id(directory, topic_id, sync_dir=False)
+                fsync_dir(self.data_dir)
+        return PartitionLog.open(directory, config or self.default_config)
 
     def register(self, log: PartitionLog) -> PartitionLog:
         """Make ``log`` (from ``open_new``) one of the manager's logs (owner thread only). Raises ValueError when its

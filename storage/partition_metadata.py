@@ -67,9 +67,10 @@ def read_topic_id(directory: Path) -> uuid.UUID | None:
     return topic_id
 
 
-def record_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
+def record_topic_id(directory: Path, topic_id: uuid.UUID, *, sync_dir: bool = True) -> None:
     """Record ``topic_id`` in ``directory`` (nothing to do when it already is). InconsistentTopicIdError when the
-    directory holds another topic's id; the file is then left as it is."""
+    directory holds another topic's id; the file is then left as it is. With ``sync_dir`` False the directory is
+    not fsynced: the caller's next fsync of it makes the record durable."""
     recorded = read_topic_id(directory)
     if recorded == topic_id:
         return
@@ -80,6 +81,6 @@ def record_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
         )
     text = f"version: {CURRENT_VERSION}\ntopic_id: {kafka_uuid_string(topic_id)}"
     try:
-        atomic_write(Path(directory) / PARTITION_METADATA_FILE, text.encode())
+        atomic_write(Path(directory) / PARTITION_METADATA_FILE, text.encode(), sync_dir=sync_dir)
     except OSError as exc:
         raise KafkaStorageError(f"Cannot write {directory / PARTITION_METADATA_FILE}: {exc}") from exc
