@@ -92,14 +92,8 @@ def error_entry(name: str, error: ErrorCode) -> dict:
 
 
 def unknown_id_entry(topic_id: uuid.UUID) -> dict:
-    return {
-        "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
-        "name": None,
-        "topic_id": topic_id,
-        "is_internal": False,
-        "partitions": [],
-        "topic_authorized_operations": OMITTED,
-    }
+    """The answer for an id no topic has: a null name, as Kafka answers it."""
+    return {**error_entry("", ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": topic_id}
 
 
 def _misuses_ids(request: Request) -> bool:
@@ -138,7 +132,9 @@ async def handle(broker: Broker, request: Request) -> dict:
         topics = [topic_entry(broker, t) for t in broker.metadata.topics.values()]
     elif ids:
         topics = []
-        for topic_id in ids:
+        for looked_up, topic_id in enumerate(ids):
+            if looked_up % TOPICS_PER_CHECKPOINT == TOPICS_PER_CHECKPOINT - 1:
+                await trio.lowlevel.checkpoint()
             topic = broker.metadata.by_id(topic_id)
             topics.append(unknown_id_entry(topic_id) if topic is None else topic_entry(broker, topic))
     else:
