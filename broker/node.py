@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import ssl
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -383,6 +384,11 @@ class BrokerNode:
         partition_log = self.logs.get(topic, partition)
         return None if partition_log is None else partition_log.log_end_offset
 
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        """Topic ``name``'s current id, None when no such topic exists (what the logs on disk are checked against)."""
+        topic = self.metadata.get(name)
+        return None if topic is None else topic.topic_id
+
     def _load(self) -> None:
         started = time.monotonic()
         self.metadata.load()
@@ -394,7 +400,9 @@ class BrokerNode:
             raise fd_budget.DescriptorLimitError(problem)
         in_use = fd_budget.open_descriptors() or 0
         try:
-            self.logs.load(now_ms(), config_for=self.topic_log_config)
+            self.logs.load(now_ms(), config_for=self.topic_log_config, topic_id_for=self._topic_id)
+            for stray in self.logs.strays_removed:
+                log.warning("stray_log_removed", directory=str(stray), reason="recorded another topic id")
             for topic in self.metadata.topics.values():
                 self.topics.ensure_logs(topic)
         except (OSError, StorageError) as exc:

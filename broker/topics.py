@@ -118,7 +118,7 @@ class TopicManager:
         log_config = self._log_config_for(topic.name)
         for partition in range(topic.partitions):
             if logs.get(topic.name, partition) is None:
-                logs.create(topic.name, partition, log_config)
+                logs.create(topic.name, partition, log_config, topic.topic_id)
 
     def validate(
         self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str | None]
@@ -197,7 +197,7 @@ class TopicManager:
         self._pending_partitions += len(partitions)
         try:
             config = self._log_config_for(name)
-            built, failure = await build_logs(logs, name, partitions, config)
+            built, failure = await build_logs(logs, name, partitions, config, topic_id=topic.topic_id)
             current = self._log_config_for(name)
             if current != config:  # the topic's configs were altered meanwhile, for its registered logs only
                 for partition_log in built:

@@ -196,15 +196,15 @@ APIS: dict[ApiKey, Api] = {
     api.key: api
     for api in (
         Api(ApiKey.PRODUCE, produce, (0, 10)),
-        Api(ApiKey.FETCH, fetch, (4, 12)),
+        Api(ApiKey.FETCH, fetch, (4, 13)),  # v13: topics by id (KIP-516)
         Api(ApiKey.LIST_OFFSETS, list_offsets, (1, 7)),
         # Consumers validate their positions with it after a leader change (KIP-320); followers find their divergent
         # tail (KIP-101). Kafka 4.0's range: v0-1 were removed (KIP-896).
         Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch, (2, 4)),
-        Api(ApiKey.METADATA, metadata, (0, 9)),
+        Api(ApiKey.METADATA, metadata, (0, 12)),  # v10-12: topic ids (KIP-516)
         Api(ApiKey.API_VERSIONS, api_versions, (0, 3)),
-        Api(ApiKey.CREATE_TOPICS, create_topics, (0, 5)),
-        Api(ApiKey.DELETE_TOPICS, delete_topics, (0, 4)),
+        Api(ApiKey.CREATE_TOPICS, create_topics, (0, 7)),  # v7: the new topic's id (KIP-516)
+        Api(ApiKey.DELETE_TOPICS, delete_topics, (0, 6)),  # v6: topics by id (KIP-516)
         Api(ApiKey.DELETE_RECORDS, delete_records, (0, 2)),
         Api(ApiKey.INIT_PRODUCER_ID, init_producer_id, (0, 4)),
         Api(ApiKey.DESCRIBE_CONFIGS, describe_configs, (0, 4)),

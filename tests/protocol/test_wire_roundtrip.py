@@ -28,14 +28,14 @@ def test_supported_is_subset_of_declared() -> None:
 def test_advertised_versions_change_only_on_purpose() -> None:
     assert SUPPORTED_VERSIONS == {
         ApiKey.API_VERSIONS: (0, 3),
-        ApiKey.METADATA: (0, 9),
+        ApiKey.METADATA: (0, 12),  # v10-12: topic ids (KIP-516)
         ApiKey.PRODUCE: (0, 10),  # v10: KIP-951 current leader on NOT_LEADER_OR_FOLLOWER
-        ApiKey.FETCH: (4, 12),
+        ApiKey.FETCH: (4, 13),  # v13: topics by id
         ApiKey.LIST_OFFSETS: (1, 7),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
-        ApiKey.CREATE_TOPICS: (0, 5),
-        ApiKey.DELETE_TOPICS: (0, 4),
+        ApiKey.CREATE_TOPICS: (0, 7),  # v7: the new topic's id
+        ApiKey.DELETE_TOPICS: (0, 6),  # v6: topics by id
         ApiKey.DESCRIBE_CONFIGS: (0, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
