@@ -34,6 +34,7 @@ from oncelog.broker.etcd.connect import EtcdConnectError, parse_etcd_connect
 from oncelog.broker.etcd.layout import BrokerRegistration, Layout
 from oncelog.broker.etcd.producer_id_blocks import claim_block
 from oncelog.broker.flusher import LogFlusher
+from oncelog.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from oncelog.broker.group.coordinator import GroupCoordinator
 from oncelog.broker.group_configs import GroupConfigs
 from oncelog.broker.listeners import (
@@ -209,6 +210,7 @@ class BrokerNode:
             markers = ClusterMarkerWriter(self.node_id, self.cluster.partition, markers, self.peers)
         self.transactions = TransactionCoordinator(self, markers)
         self.groups = GroupCoordinator(self)
+        self.consumer_groups = ConsumerGroupCoordinator(self)
         #: Held by the retention sweep, by each compaction pass and by DeleteRecords' segment deletion, which must
         #: not change a log's segments at once.
         self._housekeeping = trio.Lock()
@@ -401,6 +403,7 @@ class BrokerNode:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
                 await nursery.start(self.groups.run)
+                await nursery.start(self.consumer_groups.run)
                 await self.transactions.complete_pending()
                 await nursery.start(self.transactions.run_expiration)
                 await nursery.start(self.transactions.run_loader)

@@ -158,6 +158,7 @@ class OffsetsMixin:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetValue],
+        api_version: int = 8,
     ) -> dict[TopicPartition, ErrorCode]:
         """Kafka's handleCommitOffsets: one error per partition."""
         if not group_id:
@@ -166,6 +167,11 @@ class OffsetsMixin:
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
+            if self._broker.consumer_groups.is_consumer_group(group_id):
+                error = self._broker.consumer_groups.check_commit(group_id, member_id, generation_id, api_version)
+                if error != ErrorCode.NONE:
+                    return dict.fromkeys(offsets, error)
+                return await self._store_offsets(self._offsets_holder(group_id), offsets)
             group = self._groups.get(group_id)
             if group is None:
                 if generation_id >= 0:
@@ -248,11 +254,11 @@ class OffsetsMixin:
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
-            group = self._groups.get(group_id)
-            if group is None:
-                group = Group(group_id, state_timestamp_ms=now_ms())
-                self._groups[group_id] = group
-            error = self._check_txn_commit(group, generation_id, member_id, group_instance_id)
+            group = self._offsets_holder(group_id)
+            if self._broker.consumer_groups.is_consumer_group(group_id):
+                error = self._broker.consumer_groups.check_commit(group_id, member_id, generation_id, None)
+            else:
+                error = self._check_txn_commit(group, generation_id, member_id, group_instance_id)
             if error == ErrorCode.NONE:
                 # Checked last, with no await before the append: a marker cannot slip in between.
                 error = self._check_transaction(transactional_id, group_id, producer_id, producer_epoch, fenced)
@@ -260,6 +266,15 @@ class OffsetsMixin:
                 return dict.fromkeys(offsets, error)
             result = await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
             return {tp: fenced if error == ErrorCode.INVALID_PRODUCER_EPOCH else error for tp, error in result.items()}
+
+    def _offsets_holder(self, group_id: str) -> Group:
+        """The group's entry holding its offsets (made Empty when missing): a KIP-848 group's offsets are kept in
+        one too, so both protocols share them and a group switching protocol keeps them."""
+        group = self._groups.get(group_id)
+        if group is None:
+            group = Group(group_id, state_timestamp_ms=now_ms())
+            self._groups[group_id] = group
+        return group
 
     @staticmethod
     def _check_txn_commit(group: Group, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:

@@ -28,7 +28,7 @@ def test_supported_is_subset_of_declared() -> None:
 def test_advertised_versions_change_only_on_purpose() -> None:
     assert SUPPORTED_VERSIONS == {
         ApiKey.API_VERSIONS: (0, 3),
-        ApiKey.METADATA: (0, 9),
+        ApiKey.METADATA: (0, 12),
         ApiKey.PRODUCE: (0, 10),  # v10: KIP-951 current leader on NOT_LEADER_OR_FOLLOWER
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7),
@@ -52,13 +52,15 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.SYNC_GROUP: (0, 5),
         ApiKey.HEARTBEAT: (0, 4),
         ApiKey.LEAVE_GROUP: (0, 4),
-        ApiKey.OFFSET_COMMIT: (2, 8),
+        ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 7),
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
