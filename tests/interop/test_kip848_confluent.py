@@ -1,0 +1,258 @@
+"""Interop: confluent-kafka (librdkafka) consumers with ``group.protocol=consumer`` (KIP-848).
+
+Two members share a topic: a second member joining and one leaving rebalance it with every record consumed exactly
+once across the rebalances (offsets committed per record); an exactly-once copy (transactional producer,
+send_offsets_to_transaction with a KIP-848 consumer's group metadata) writes exactly its input, with a second copier
+joining mid-way; the admin client lists the group as a ``consumer`` group and describes its members' assignments.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import (
+    ConsumerGroupType,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+from support.broker import BrokerProcess
+
+PARTITIONS = 4
+DEADLINE_S = 30.0
+#: Heartbeats every 500 ms (Kafka's default and minimum: 5 s), so a rebalance completes within a second or two.
+KIP848_SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess | None]:
+    from conftest import GROUP_SETTINGS, external_bootstrap
+
+    if external_bootstrap():
+        yield None
+        return
+    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", settings={**GROUP_SETTINGS, **KIP848_SETTINGS})
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.close()
+
+
+def _consumer(bootstrap: str, group: str, name: str, **extra: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **extra,
+        }
+    )
+
+
+def _produce(bootstrap: str, topic: str, values: range) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in values:
+        producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
+    assert producer.flush(DEADLINE_S) == 0
+
+
+def _assigned(consumer: Consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+class Member:
+    """A consumer that commits each record it processes before taking the next (synchronously)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, name: str, seen: list[tuple[str, int, int, str]]):
+        self.name = name
+        self.seen = seen
+        self.consumer = _consumer(bootstrap, group, name)
+        self.consumer.subscribe([topic])
+
+    def poll(self) -> None:
+        message = self.consumer.poll(0.05)
+        if message is None:
+            return
+        assert message.error() is None, message.error()
+        self.seen.append((self.name, message.partition(), message.offset(), message.value().decode()))
+        self.consumer.commit(message=message, asynchronous=False)
+
+
+def _drive(members: list[Member], until, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not until():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        for m in members:
+            m.poll()
+        owners = [p for m in members for p in _assigned(m.consumer)]
+        assert len(owners) == len(set(owners)), f"a partition with two owners: {owners}"
+
+
+def test_join_rebalance_and_leave_consume_every_record_once(bootstrap: str, make_topic) -> None:
+    topic = make_topic("kip848", PARTITIONS)
+    group = f"{topic}-group"
+    seen: list[tuple[str, int, int, str]] = []
+    _produce(bootstrap, topic, range(0, 200))
+    a = Member(bootstrap, topic, group, "a", seen)
+    b = None
+    try:
+        _drive([a], lambda: len(seen) >= 60, "member a to consume")
+        assert _assigned(a.consumer) == set(range(PARTITIONS))
+        b = Member(bootstrap, topic, group, "b", seen)
+        members = [a, b]
+        _drive(members, lambda: len(_assigned(a.consumer)) == 2 and len(_assigned(b.consumer)) == 2, "a rebalance")
+        _produce(bootstrap, topic, range(200, 400))
+        _drive(members, lambda: len(seen) >= 400, "both members to consume")
+        assert {name for name, *_ in seen[-150:]} == {"a", "b"}
+        b.consumer.close()
+        members = [a]
+        _drive(members, lambda: _assigned(a.consumer) == set(range(PARTITIONS)), "a to take every partition")
+        _produce(bootstrap, topic, range(400, 600))
+        _drive(members, lambda: len(seen) >= 600, "member a to consume the rest")
+        time.sleep(0.3)
+        a.poll()
+    finally:
+        a.consumer.close()
+    values = sorted(int(v) for *_, v in seen)
+    assert values == list(range(600)), "a record lost or consumed twice"
+    positions = [(p, o) for _, p, o, _ in seen]
+    assert len(positions) == len(set(positions))
+
+
+def _copy_step(consumer: Consumer, producer: Producer, out: str) -> int:
+    """Copy what one poll returns in one transaction; on a failed offset commit abort and rewind."""
+    messages = consumer.consume(50, 0.1)
+    if not messages:
+        return 0
+    for m in messages:
+        assert m.error() is None, m.error()
+    producer.begin_transaction()
+    for m in messages:
+        producer.produce(out, m.value(), partition=m.partition())
+    positions = consumer.position(consumer.assignment())
+    try:
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), DEADLINE_S)
+        producer.commit_transaction(DEADLINE_S)
+    except KafkaException as exc:
+        if not exc.args[0].txn_requires_abort():
+            raise
+        producer.abort_transaction(DEADLINE_S)
+        committed = consumer.committed(consumer.assignment(), DEADLINE_S)
+        for tp in committed:
+            consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+        return 0
+    return len(messages)
+
+
+def test_exactly_once_copy_with_a_kip848_group(bootstrap: str, make_topic) -> None:
+    source = make_topic("kip848-in", PARTITIONS)
+    out = make_topic("kip848-out", PARTITIONS)
+    group = f"{source}-copier"
+    count = 600
+    _produce(bootstrap, source, range(count))
+    copiers = []
+    try:
+        for name in ("c1", "c2"):
+            consumer = _consumer(bootstrap, group, name, **{"isolation.level": "read_committed"})
+            consumer.subscribe([source])
+            producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-{name}"})
+            producer.init_transactions(DEADLINE_S)
+            copiers.append((consumer, producer))
+        deadline = time.monotonic() + DEADLINE_S
+        copied = 0
+        active = copiers[:1]
+        while copied < count:
+            assert time.monotonic() < deadline, f"copied {copied} of {count}"
+            if copied >= count // 3:
+                active = copiers  # the second copier joins: a rebalance mid-copy
+            for consumer, producer in active:
+                copied += _copy_step(consumer, producer, out)
+        # Each copier's committed offsets reach the end of its partitions once the group is quiet.
+        for _ in range(10):
+            for consumer, producer in active:
+                copied += _copy_step(consumer, producer, out)
+    finally:
+        for consumer, producer in copiers:
+            consumer.close()
+            producer.flush(5)
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{out}-reader",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        reader.assign([TopicPartition(out, p, 0) for p in range(PARTITIONS)])
+        values: list[int] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(values) < count and time.monotonic() < deadline:
+            m = reader.poll(0.2)
+            if m is not None and m.error() is None:
+                values.append(int(m.value()))
+        time.sleep(0.5)
+        while (m := reader.poll(0.2)) is not None:
+            if m.error() is None:
+                values.append(int(m.value()))
+    finally:
+        reader.close()
+    assert sorted(values) == list(range(count))
+
+
+def test_admin_lists_and_describes_a_consumer_group(bootstrap: str, make_topic) -> None:
+    topic = make_topic("kip848-admin", PARTITIONS)
+    group = f"{topic}-group"
+    seen: list[tuple[str, int, int, str]] = []
+    member = Member(bootstrap, topic, group, "solo", seen)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        _drive([member], lambda: _assigned(member.consumer) == set(range(PARTITIONS)), "an assignment")
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(DEADLINE_S)
+        assert [(g.group_id, g.type) for g in listed.valid if g.group_id == group] == [
+            (group, ConsumerGroupType.CONSUMER)
+        ]
+        classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(DEADLINE_S)
+        assert group not in {g.group_id for g in classic.valid}
+        description = admin.describe_consumer_groups([group])[group].result(DEADLINE_S)
+        assert description.type == ConsumerGroupType.CONSUMER
+        assert [m.client_id for m in description.members] == ["solo"]
+        assigned = description.members[0].assignment.topic_partitions
+        assert sorted(tp.partition for tp in assigned) == list(range(PARTITIONS))
+    finally:
+        member.consumer.close()
+
+
+def test_classic_member_is_refused_while_the_consumer_group_has_members(bootstrap: str, make_topic) -> None:
+    topic = make_topic("kip848-mixed", PARTITIONS)
+    group = f"{topic}-group"
+    seen: list[tuple[str, int, int, str]] = []
+    member = Member(bootstrap, topic, group, "new", seen)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "classic"})
+    try:
+        _drive([member], lambda: _assigned(member.consumer) == set(range(PARTITIONS)), "an assignment")
+        classic.subscribe([topic])
+        deadline = time.monotonic() + DEADLINE_S
+        error = None
+        while error is None and time.monotonic() < deadline:
+            m = classic.poll(0.2)
+            if m is not None and m.error() is not None:
+                error = m.error()
+        assert error is not None and error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL
+    finally:
+        classic.close()
+        member.consumer.close()
