@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import (
-    ConsumerGroupType,
     Consumer,
+    ConsumerGroupType,
     KafkaError,
     KafkaException,
     Producer,
