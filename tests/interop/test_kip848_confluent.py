@@ -162,28 +162,32 @@ def test_exactly_once_copy_with_a_kip848_group(bootstrap: str, make_topic) -> No
     out = make_topic("kip848-out", PARTITIONS)
     group = f"{source}-copier"
     count = 600
-    _produce(bootstrap, source, range(count))
-    copiers = []
+    copiers: list[tuple[Consumer, Producer]] = []
+    copied = {"c1": 0, "c2": 0}
+
+    def copy_until(total: int, until=lambda: True) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while sum(copied.values()) < total or not until():
+            assert time.monotonic() < deadline, f"copied {copied} of {total}"
+            for name, (consumer, producer) in zip(copied, copiers, strict=False):
+                copied[name] += _copy_step(consumer, producer, out)
+
     try:
-        for name in ("c1", "c2"):
+        for name in copied:
             consumer = _consumer(bootstrap, group, name, **{"isolation.level": "read_committed"})
-            consumer.subscribe([source])
             producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-{name}"})
             producer.init_transactions(DEADLINE_S)
             copiers.append((consumer, producer))
-        deadline = time.monotonic() + DEADLINE_S
-        copied = 0
-        active = copiers[:1]
-        while copied < count:
-            assert time.monotonic() < deadline, f"copied {copied} of {count}"
-            if copied >= count // 3:
-                active = copiers  # the second copier joins: a rebalance mid-copy
-            for consumer, producer in active:
-                copied += _copy_step(consumer, producer, out)
-        # Each copier's committed offsets reach the end of its partitions once the group is quiet.
-        for _ in range(10):
-            for consumer, producer in active:
-                copied += _copy_step(consumer, producer, out)
+        copiers[0][0].subscribe([source])
+        _produce(bootstrap, source, range(count // 2))
+        copy_until(count // 2)
+        # The second copier joins: the group rebalances (revocation before assignment) while both keep copying.
+        copiers[1][0].subscribe([source])
+        copy_until(count // 2, lambda: all(len(_assigned(c)) == PARTITIONS // 2 for c, _ in copiers))
+        first = dict(copied)
+        _produce(bootstrap, source, range(count // 2, count))
+        copy_until(count)
+        assert copied["c1"] > first["c1"] and copied["c2"] > first["c2"], copied
     finally:
         for consumer, producer in copiers:
             consumer.close()
@@ -256,3 +260,42 @@ def test_classic_member_is_refused_while_the_consumer_group_has_members(bootstra
     finally:
         classic.close()
         member.consumer.close()
+
+
+@pytest.fixture
+def own_broker(tmp_path) -> Iterator[BrokerProcess]:
+    from conftest import ENV_BOOTSTRAP, GROUP_SETTINGS, external_bootstrap
+
+    if external_bootstrap():
+        pytest.skip(f"{ENV_BOOTSTRAP} is set: cannot restart an external broker")
+    proc = BrokerProcess(tmp_path / "data", settings={**GROUP_SETTINGS, **KIP848_SETTINGS})
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.close()
+
+
+def test_members_rejoin_after_a_broker_restart_without_duplicates(own_broker: BrokerProcess) -> None:
+    """Consumer groups are not persisted: after a restart the members are told to rejoin, start from nothing and
+    resume from their committed offsets; no partition has two owners and no record is consumed twice."""
+    from support.topics import create_topic_confluent
+
+    bootstrap = own_broker.bootstrap
+    topic = "kip848-restart"
+    create_topic_confluent(bootstrap, topic, PARTITIONS)
+    group = f"{topic}-group"
+    seen: list[tuple[str, int, int, str]] = []
+    _produce(bootstrap, topic, range(200))
+    a = Member(bootstrap, topic, group, "a", seen)
+    b = Member(bootstrap, topic, group, "b", seen)
+    try:
+        _drive([a, b], lambda: len(seen) >= 200, "both members to consume")
+        own_broker.restart(hard=True)
+        _produce(bootstrap, topic, range(200, 400))
+        _drive([a, b], lambda: len(seen) >= 400, "the members to consume after the restart")
+        assert len(_assigned(a.consumer)) == len(_assigned(b.consumer)) == PARTITIONS // 2
+    finally:
+        a.consumer.close()
+        b.consumer.close()
+    assert sorted(int(v) for *_, v in seen) == list(range(400))
