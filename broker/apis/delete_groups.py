@@ -21,7 +21,7 @@ async def handle(broker: Broker, request: Request) -> dict:
 async def _delete(broker: Broker, group_id: str) -> ErrorCode:
     """A KIP-848 group goes only when empty; its offsets go with its classic entry (GROUP_ID_NOT_FOUND there means
     it had none)."""
-    consumer = broker.consumer_groups.delete(group_id)
+    consumer = await broker.consumer_groups.delete(group_id)
     if consumer is None:
         return await broker.groups.delete_group(group_id)
     if consumer != ErrorCode.NONE:

@@ -21,7 +21,7 @@ async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     rebalance_timeout = body.rebalance_timeout_ms if request.version >= 1 else body.session_timeout_ms
     # A consumer (KIP-848) group with members refuses classic members; an empty one becomes classic.
-    if (error := broker.consumer_groups.claim_for_classic(body.group_id)) != ErrorCode.NONE:
+    if (error := await broker.consumer_groups.claim_for_classic(body.group_id)) != ErrorCode.NONE:
         result = join_error(error, body.member_id)
     else:
         result = await broker.groups.join_group(

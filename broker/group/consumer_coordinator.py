@@ -18,9 +18,12 @@ Guarantees:
 - Type rules: a consumer heartbeat for a classic group with members is GROUP_ID_NOT_FOUND; a classic JoinGroup for a
   consumer group with members is INCONSISTENT_GROUP_PROTOCOL; an empty group of either type becomes the other
   (its committed offsets, kept by the classic coordinator, stay).
-- Not persisted: after a restart the groups are empty. A member heartbeating with its old epoch is told
-  UNKNOWN_MEMBER_ID and rejoins with epoch 0 (librdkafka does so at once), and no partition is given twice since
-  every member starts from nothing; committed offsets are in ``__consumer_offsets`` and survive.
+- Persisted as Kafka persists them (``protocol/internal/consumer_group_log.py``): a heartbeat that changed the
+  group is answered once the records that changed (group epoch, assignment epoch, members' metadata, targets and
+  current assignments) are durable in the group's ``__consumer_offsets`` partition. Loading rebuilds the groups
+  (``install``), so after a restart members go on with their epochs and partitions, and the sessions of members
+  that do not come back expire. An append that fails is answered with its error while the state in memory stays
+  ahead of the log (Kafka reverts it): a member then retries, or after a restart is fenced and rejoins.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,12 +47,14 @@ from oncelog.broker.group.consumer_group import (
     ConsumerGroup,
     ConsumerMember,
     MemberState,
+    Progress,
 )
 from oncelog.broker.group.metadata import GroupState
 from oncelog.broker.group_configs import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import INTERNAL_TOPICS
 from oncelog.protocol import ErrorCode
+from oncelog.protocol.internal import consumer_group_log as log_records
 
 if TYPE_CHECKING:
     from oncelog.broker.services import Broker
@@ -62,6 +67,17 @@ GROUP_CONSUMER_MAX_SIZE = 2**31 - 1
 MEMBER_EPOCH_COMMIT_VERSION = 9
 #: Member ids the coordinator makes for v0 members joining without one (Kafka: a random UUID, base64).
 _SESSION = "session"
+#: Kafka's MemberState codes in ConsumerGroupCurrentMemberAssignmentValue.
+_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
+_STATES = {code: state for state, code in _STATE_CODES.items()}
+#: The record kinds this coordinator writes and reads back.
+_KINDS = (
+    log_records.GROUP_METADATA_KEY,
+    log_records.MEMBER_METADATA_KEY,
+    log_records.TARGET_METADATA_KEY,
+    log_records.TARGET_MEMBER_KEY,
+    log_records.CURRENT_ASSIGNMENT_KEY,
+)
 _REBALANCE = "rebalance"
 
 
@@ -112,6 +128,7 @@ class ConsumerGroupCoordinator:
         self._timers: DeadlineHeap[tuple[str, str, str]] = DeadlineHeap()
         self._wakeup = trio.Event()
         self._timer_sleep_until = -math.inf
+        self._running = False
 
     # Queries used by the classic path ---------------------------------------------------------------------------
 
@@ -121,17 +138,21 @@ class ConsumerGroupCoordinator:
     def is_consumer_group(self, group_id: str) -> bool:
         return group_id in self._groups
 
-    def claim_for_classic(self, group_id: str) -> ErrorCode:
+    async def claim_for_classic(self, group_id: str) -> ErrorCode:
         """A classic JoinGroup for ``group_id``: INCONSISTENT_GROUP_PROTOCOL while it is a consumer group with
-        members; an empty consumer group is dropped (the group switches protocol, its offsets stay)."""
-        group = self._groups.get(group_id)
-        if group is None:
+        members; an empty consumer group is dropped, its records tombstoned (the group switches protocol, its
+        offsets stay)."""
+        if group_id not in self._groups:
             return ErrorCode.NONE
-        if group.members:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        del self._groups[group_id]
-        log.info("consumer_group_converted_to_classic", group_id=group_id)
-        return ErrorCode.NONE
+        async with self._locks(group_id):
+            group = self._groups.get(group_id)
+            if group is None:
+                return ErrorCode.NONE
+            if group.members:
+                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            if (error := await self._drop(group)) == ErrorCode.NONE:
+                log.info("consumer_group_converted_to_classic", group_id=group_id)
+            return error
 
     def check_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int | None) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetCommit (``api_version`` None: a TxnOffsetCommit, whose empty member id
@@ -166,16 +187,144 @@ class ConsumerGroupCoordinator:
             if not wanted or g.state.value.lower() in wanted
         ]
 
-    def delete(self, group_id: str) -> ErrorCode | None:
-        """DeleteGroups for a consumer group: NON_EMPTY_GROUP with members, else the group goes (None: not a
-        consumer group here)."""
-        group = self._groups.get(group_id)
-        if group is None:
+    async def delete(self, group_id: str) -> ErrorCode | None:
+        """DeleteGroups for a consumer group: NON_EMPTY_GROUP with members, else the group goes with its records
+        (None: not a consumer group here)."""
+        if group_id not in self._groups:
             return None
-        if group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        del self._groups[group_id]
-        return ErrorCode.NONE
+        async with self._locks(group_id):
+            group = self._groups.get(group_id)
+            if group is None:
+                return None
+            if group.members:
+                return ErrorCode.NON_EMPTY_GROUP
+            return await self._drop(group)
+
+    async def _drop(self, group: ConsumerGroup) -> ErrorCode:
+        """Tombstone the group's records, then forget it."""
+        error = ErrorCode.NONE
+        if group.persisted:
+            tombstones: list[tuple[bytes, bytes | None]] = [(key, None) for key in group.persisted]
+            error, _ = await self._broker.groups.group_log.append(group.group_id, tombstones)
+        if error == ErrorCode.NONE:
+            del self._groups[group.group_id]
+        return error
+
+    # Persistence ------------------------------------------------------------------------------------------------
+
+    def _records(self, group: ConsumerGroup) -> dict[bytes, bytes]:
+        """The group as Kafka's records: the group epoch, the assignment epoch, and per member its metadata, target
+        and current assignment."""
+        gid = group.group_id
+        records = {
+            log_records.encode_key(log_records.GROUP_METADATA_KEY, gid): log_records.encode_value(
+                log_records.GROUP_METADATA_KEY, {"epoch": group.group_epoch}
+            ),
+            log_records.encode_key(log_records.TARGET_METADATA_KEY, gid): log_records.encode_value(
+                log_records.TARGET_METADATA_KEY, {"assignment_epoch": group.assignment_epoch}
+            ),
+        }
+        for m in group.members.values():
+            metadata = {
+                "instance_id": m.instance_id,
+                "rack_id": m.rack_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed),
+                "subscribed_topic_regex": m.regex,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "server_assignor": m.server_assignor,
+            }
+            target = {"topic_partitions": self._by_topic_id(group.target.get(m.member_id, ()))}
+            p = m.progress
+            current = {
+                "member_epoch": p.epoch,
+                "previous_member_epoch": p.previous_epoch,
+                "state": _STATE_CODES[p.state],
+                "assigned_partitions": self._by_topic_id(p.assigned),
+                "partitions_pending_revocation": self._by_topic_id(p.revoking),
+            }
+            for kind, value in (
+                (log_records.MEMBER_METADATA_KEY, metadata),
+                (log_records.TARGET_MEMBER_KEY, target),
+                (log_records.CURRENT_ASSIGNMENT_KEY, current),
+            ):
+                records[log_records.encode_key(kind, gid, m.member_id)] = log_records.encode_value(kind, value)
+        return records
+
+    async def _persist(self, group: ConsumerGroup) -> ErrorCode:
+        """Append (durably) the records that changed since the last append, and tombstones for those gone. On an
+        error the state in memory stays ahead of the log (the member is told to retry, Kafka's errors)."""
+        records = self._records(group)
+        changed = [(k, v) for k, v in records.items() if group.persisted.get(k) != v]
+        changed += [(k, None) for k in group.persisted if k not in records]
+        if not changed:
+            return ErrorCode.NONE
+        error, _ = await self._broker.groups.group_log.append(group.group_id, changed)
+        if error == ErrorCode.NONE:
+            group.persisted = records
+        return error
+
+    def install(self, group_id: str, records: dict[bytes, bytes]) -> None:
+        """Rebuild a group from its records in ``__consumer_offsets`` (loading; records of topics that no longer
+        exist are dropped). Its members' sessions start when the coordinator runs (or now, if it does)."""
+        names = {t.topic_id: t.name for t in self._broker.metadata.topics.values()}
+
+        def partitions(entries: list) -> frozenset[TopicPartition]:
+            return frozenset((names[e.topic_id], p) for e in entries if e.topic_id in names for p in e.partitions)
+
+        group = ConsumerGroup(group_id)
+        values: dict[int, dict[str, dict]] = {}
+        for key_bytes, value_bytes in records.items():
+            key = log_records.decode_consumer_key(key_bytes)
+            if key is None or key.kind not in _KINDS:
+                continue
+            values.setdefault(key.kind, {})[key.member] = log_records.decode_value(key.kind, value_bytes)
+        group.group_epoch = values.get(log_records.GROUP_METADATA_KEY, {}).get("", {}).get("epoch", 0)
+        meta = values.get(log_records.TARGET_METADATA_KEY, {}).get("", {})
+        group.assignment_epoch = meta.get("assignment_epoch", 0)
+        for member_id, m in values.get(log_records.MEMBER_METADATA_KEY, {}).items():
+            member = ConsumerMember(
+                member_id=member_id,
+                instance_id=m["instance_id"],
+                rack_id=m["rack_id"],
+                client_id=m["client_id"],
+                client_host=m["client_host"],
+                rebalance_timeout_ms=m["rebalance_timeout_ms"],
+                subscribed=tuple(m["subscribed_topic_names"]),
+                regex=m["subscribed_topic_regex"],
+                server_assignor=m["server_assignor"],
+            )
+            group.add(member)
+            target = values.get(log_records.TARGET_MEMBER_KEY, {}).get(member_id)
+            if target is not None:
+                group.target[member_id] = partitions(target["topic_partitions"])
+            current = values.get(log_records.CURRENT_ASSIGNMENT_KEY, {}).get(member_id)
+            if current is not None:
+                state = _STATES.get(current["state"], MemberState.UNRELEASED_PARTITIONS)
+                group.set_progress(
+                    member,
+                    Progress(
+                        current["member_epoch"],
+                        current["previous_member_epoch"],
+                        state,
+                        partitions(current["assigned_partitions"]),
+                        partitions(current["partitions_pending_revocation"]),
+                    ),
+                )
+        group.topic_partitions = self._subscribed_partitions(group)
+        group.persisted = dict(records)
+        self._groups[group_id] = group
+        if self._running:
+            now = trio.current_time()
+            for member in group.members.values():
+                self._schedule(group_id, member, now, entered_revocation=True)
+
+    def unload(self, leaves: Callable[[str], bool]) -> None:
+        """This broker no longer coordinates the groups ``leaves`` selects: forget them and their timers."""
+        for group_id in [g for g in self._groups if leaves(g)]:
+            for member_id in self._groups.pop(group_id).members:
+                self._cancel(group_id, member_id)
 
     # Configuration ----------------------------------------------------------------------------------------------
 
@@ -196,9 +345,13 @@ class ConsumerGroupCoordinator:
         await self._broker.ensure_offsets_topic()
         async with self._locks(request.group_id):
             try:
-                return self._heartbeat(request)
+                response = self._heartbeat(request)
             except HeartbeatError as exc:
                 return _error(exc.error, exc.message)
+            group = self._groups.get(request.group_id)
+            if group is not None and (error := await self._persist(group)) != ErrorCode.NONE:
+                return _error(error)
+            return response
 
     def _heartbeat(self, request: HeartbeatRequest) -> dict:
         group_id = request.group_id
@@ -210,9 +363,7 @@ class ConsumerGroupCoordinator:
             return self._leave(group, request)
         if group is None:
             if request.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
-                # Kafka answers GROUP_ID_NOT_FOUND, but keeps its groups across restarts; this coordinator does not,
-                # so a member of a group from before a restart is told to rejoin instead.
-                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Unknown member {request.member_id}.")
+                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = ConsumerGroup(group_id)
             self._groups[group_id] = group
             log.info("consumer_group_created", group_id=group_id)
@@ -398,7 +549,12 @@ class ConsumerGroupCoordinator:
         self._timers.cancel((group_id, member_id, _REBALANCE))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Expire sessions and rebalance timeouts until cancelled."""
+        """Expire sessions and rebalance timeouts until cancelled. Loaded members' sessions start now."""
+        now = trio.current_time()
+        for group in self._groups.values():
+            for member in group.members.values():
+                self._schedule(group.group_id, member, now, entered_revocation=True)
+        self._running = True
         task_status.started()
         while True:
             self._timer_sleep_until = self._timers.next_deadline()
@@ -413,6 +569,8 @@ class ConsumerGroupCoordinator:
                     if group is not None and member_id in group.members:
                         reason = "session timeout expired" if kind == _SESSION else "rebalance timeout expired"
                         self._remove(group, member_id, reason)
+                        if (error := await self._persist(group)) != ErrorCode.NONE:
+                            log.warning("consumer_group_not_persisted", group_id=group_id, error=error.name)
 
     # ConsumerGroupDescribe --------------------------------------------------------------------------------------
 

@@ -145,6 +145,8 @@ class ConsumerGroup:
     #: Partition counts of the subscribed topics the target assignment was computed from.
     topic_partitions: dict[str, int] = field(default_factory=dict)
     assignor_name: str = ""
+    #: The records last appended for the group (key -> value), to append only what changes.
+    persisted: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
     def state(self) -> ConsumerGroupState:

@@ -135,6 +135,7 @@ class GroupCoordinator(OffsetsMixin):
                 member.answer_sync(ErrorCode.NOT_COORDINATOR, b"")
         for key in [k for k in self._pending_txn if k[0] == partition]:
             del self._pending_txn[key]
+        self._broker.consumer_groups.unload(lambda group_id: self.group_log.partition_for(group_id) == partition)
 
     # Lifecycle -------------------------------------------------------------------------------------------------
 

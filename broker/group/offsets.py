@@ -80,6 +80,8 @@ class OffsetsMixin:
         members' sessions start now; before, ``run`` starts them."""
         now = trio.current_time() if self._running else 0.0
         for group_id, loaded in loaded_groups.items():
+            if loaded.consumer:  # a KIP-848 group: its coordinator rebuilds it; offsets are kept here
+                self._broker.consumer_groups.install(group_id, loaded.consumer)
             group = Group(group_id, state_timestamp_ms=now_ms())
             meta = loaded.metadata
             if meta is not None:

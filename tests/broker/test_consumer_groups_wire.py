@@ -301,3 +301,42 @@ async def test_delete_consumer_group(cbroker) -> None:
     assert r.results[0].error_code == ErrorCode.NONE
     listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     assert listed.groups == []
+
+
+async def test_group_survives_a_restart_with_epochs_and_assignments(start_broker, tmp_path) -> None:
+    data = tmp_path / "kept"
+    broker = await start_broker(data_dir=data, **FAST)
+    client = await broker.connect()
+    await _topic(client)
+    tid = _topic_id(broker)
+    await join_consumer(client, "m1")
+    await join_consumer(client, "m2")
+    r1 = await hb(client, "m1", 1, owned=owned(tid, {0, 1, 2, 3}))
+    kept = parts(r1, tid)
+    # m1 is mid-revocation (epoch 1, two partitions pending) when the broker stops.
+    await broker.stop()
+    broker = await start_broker(data_dir=data, **FAST)
+    client = await broker.connect()
+    described = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})
+    group = described.groups[0]
+    assert (group.error_code, group.group_epoch, group.assignment_epoch) == (0, 2, 2)
+    assert {m.member_id: m.member_epoch for m in group.members} == {"m1": 1, "m2": 2}
+    # m2 still waits for m1's revocation; m1 acknowledges; m2 gets the rest: no partition was handed out twice.
+    r2 = await hb(client, "m2", 2, owned=[])
+    assert r2.assignment is None or parts(r2, tid) == set()
+    r1 = await hb(client, "m1", 1, owned=owned(tid, kept))
+    assert r1.error_code == ErrorCode.NONE and r1.member_epoch == 2
+    r2 = await hb(client, "m2", 2, owned=[])
+    assert parts(r2, tid) == {0, 1, 2, 3} - kept
+    # A new member takes the next group epoch, not one handed out before the restart.
+    assert (await join_consumer(client, "m3")).member_epoch == 3
+    # A deleted group does not come back.
+    for member in ("m1", "m2", "m3"):
+        assert (await hb(client, member, -1)).error_code == ErrorCode.NONE
+    r = await client.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]})
+    assert r.results[0].error_code == ErrorCode.NONE
+    await broker.stop()
+    broker = await start_broker(data_dir=data, **FAST)
+    client = await broker.connect()
+    described = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})
+    assert described.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
