@@ -340,3 +340,23 @@ async def test_group_survives_a_restart_with_epochs_and_assignments(start_broker
     client = await broker.connect()
     described = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})
     assert described.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+async def test_group_configs_set_heartbeat_interval_and_session_timeout(cbroker) -> None:
+    """The GROUP config resource's consumer.heartbeat.interval.ms / consumer.session.timeout.ms apply to the group."""
+    from .test_alter_configs import SET, _alter_group
+
+    client = await cbroker.connect()
+    await _topic(client)
+    tid = _topic_id(cbroker)
+    error, _ = await _alter_group(
+        client, GROUP, ("consumer.heartbeat.interval.ms", SET, "6000"), ("consumer.session.timeout.ms", SET, "400")
+    )
+    assert error == ErrorCode.NONE
+    assert (await join_consumer(client, "m1")).heartbeat_interval_ms == 6000
+    await join_consumer(client, "m2")
+    with trio.fail_after(10):  # m1 stops heartbeating: it is gone after 400 ms, not the broker's 600 ms
+        r = await hb(client, "m2", 2, owned=[])
+        while r.assignment is None or parts(r, tid) != {0, 1, 2, 3}:
+            await trio.sleep(0.05)
+            r = await hb(client, "m2", r.member_epoch, owned=owned(tid, parts(r, tid)) if r.assignment else None)
