@@ -51,6 +51,8 @@ class UniformAssignor:
     def assign(
         self, members: Mapping[str, MemberSpec], partitions: Mapping[str, int]
     ) -> dict[str, set[TopicPartition]]:
+        if len({m.subscribed for m in members.values()}) == 1:
+            return self._assign_homogeneous(members, partitions)
         ids = sorted(members)
         result: dict[str, set[TopicPartition]] = {m: set() for m in ids}
         eligible: dict[TopicPartition, list[str]] = {}
@@ -73,6 +75,39 @@ class UniformAssignor:
                 owner[tp] = m
                 result[m].add(tp)
         self._balance(result, owner, eligible)
+        return result
+
+    @staticmethod
+    def _assign_homogeneous(
+        members: Mapping[str, MemberSpec], partitions: Mapping[str, int]
+    ) -> dict[str, set[TopicPartition]]:
+        """Identical subscriptions (the usual case), in O(partitions log partitions): each member keeps up to its
+        quota of its current partitions (``total // members``, one more for the first ``total % members`` that
+        can use it), and the others fill the members below their quota in member order."""
+        ids = sorted(members)
+        topics = sorted(t for t in next(iter(members.values())).subscribed if t in partitions)
+        every = [(t, p) for t in topics for p in range(partitions[t])]
+        base, extra = divmod(len(every), len(ids))
+        valid = set(every)
+        result: dict[str, set[TopicPartition]] = {}
+        leftovers: dict[str, list[TopicPartition]] = {}
+        for m in ids:
+            current = sorted(tp for tp in members[m].current if tp in valid)
+            result[m] = set(current[:base])
+            leftovers[m] = current[base:]
+        for m in ids:
+            if extra and leftovers[m]:
+                result[m].add(leftovers[m][0])
+                extra -= 1
+        taken = {tp for tps in result.values() for tp in tps}
+        free = iter(tp for tp in every if tp not in taken)
+        for m in ids:
+            while len(result[m]) < base:
+                result[m].add(next(free))
+        for m in ids:
+            if extra and len(result[m]) == base:
+                result[m].add(next(free))
+                extra -= 1
         return result
 
     @staticmethod

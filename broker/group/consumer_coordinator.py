@@ -212,9 +212,9 @@ class ConsumerGroupCoordinator:
 
     # Persistence ------------------------------------------------------------------------------------------------
 
-    def _records(self, group: ConsumerGroup) -> dict[bytes, bytes]:
+    def _records(self, group: ConsumerGroup, only: str | None = None) -> dict[bytes, bytes]:
         """The group as Kafka's records: the group epoch, the assignment epoch, and per member its metadata, target
-        and current assignment."""
+        and current assignment (only member ``only``'s, when given)."""
         gid = group.group_id
         records = {
             log_records.encode_key(log_records.GROUP_METADATA_KEY, gid): log_records.encode_value(
@@ -224,7 +224,8 @@ class ConsumerGroupCoordinator:
                 log_records.TARGET_METADATA_KEY, {"assignment_epoch": group.assignment_epoch}
             ),
         }
-        for m in group.members.values():
+        members = group.members.values() if only is None else [group.members[only]] if only in group.members else []
+        for m in members:
             metadata = {
                 "instance_id": m.instance_id,
                 "rack_id": m.rack_id,
@@ -252,17 +253,27 @@ class ConsumerGroupCoordinator:
                 records[log_records.encode_key(kind, gid, m.member_id)] = log_records.encode_value(kind, value)
         return records
 
-    async def _persist(self, group: ConsumerGroup) -> ErrorCode:
-        """Append (durably) the records that changed since the last append, and tombstones for those gone. On an
-        error the state in memory stays ahead of the log (the member is told to retry, Kafka's errors)."""
-        records = self._records(group)
-        changed = [(k, v) for k, v in records.items() if group.persisted.get(k) != v]
-        changed += [(k, None) for k in group.persisted if k not in records]
+    async def _persist(self, group: ConsumerGroup, member_id: str | None = None) -> ErrorCode:
+        """Append (durably) the records that changed since the last append, and tombstones for those gone. While
+        the epochs and the members are those last appended, only member ``member_id`` can have changed (a heartbeat
+        changes its own member; anything else bumps an epoch or changes the members), so only its records are
+        looked at. On an error the state in
+        memory stays ahead of the log (the member is told to retry, Kafka's errors)."""
+        epochs = (group.group_epoch, group.assignment_epoch, group.membership_changes)
+        full = member_id is None or group.persisted_epochs != epochs
+        records = self._records(group, None if full else member_id)
+        changed: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in records.items() if group.persisted.get(k) != v]
+        if full:
+            changed += [(k, None) for k in group.persisted if k not in records]
         if not changed:
             return ErrorCode.NONE
         error, _ = await self._broker.groups.group_log.append(group.group_id, changed)
         if error == ErrorCode.NONE:
-            group.persisted = records
+            if full:
+                group.persisted = records
+            else:
+                group.persisted.update(records)
+            group.persisted_epochs = epochs
         return error
 
     def install(self, group_id: str, records: dict[bytes, bytes]) -> None:
@@ -314,6 +325,7 @@ class ConsumerGroupCoordinator:
                 )
         group.topic_partitions = self._subscribed_partitions(group)
         group.persisted = dict(records)
+        group.persisted_epochs = (group.group_epoch, group.assignment_epoch, group.membership_changes)
         self._groups[group_id] = group
         if self._running:
             now = trio.current_time()
@@ -349,7 +361,7 @@ class ConsumerGroupCoordinator:
             except HeartbeatError as exc:
                 return _error(exc.error, exc.message)
             group = self._groups.get(request.group_id)
-            if group is not None and (error := await self._persist(group)) != ErrorCode.NONE:
+            if group is not None and (error := await self._persist(group, request.member_id)) != ErrorCode.NONE:
                 return _error(error)
             return response
 

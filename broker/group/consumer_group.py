@@ -147,6 +147,10 @@ class ConsumerGroup:
     assignor_name: str = ""
     #: The records last appended for the group (key -> value), to append only what changes.
     persisted: dict[bytes, bytes] = field(default_factory=dict)
+    #: Members added or removed so far (a static member's replacement changes no epoch).
+    membership_changes: int = 0
+    #: (group epoch, assignment epoch, membership changes) when ``persisted`` was last appended.
+    persisted_epochs: tuple[int, int, int] = (-1, -1, -1)
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -163,6 +167,7 @@ class ConsumerGroup:
         return {t for m in self.members.values() for t in m.subscribed}
 
     def add(self, member: ConsumerMember) -> None:
+        self.membership_changes += 1
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
@@ -173,6 +178,7 @@ class ConsumerGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.membership_changes += 1
         self._release(member)
         self.target.pop(member_id, None)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:

@@ -360,3 +360,21 @@ async def test_group_configs_set_heartbeat_interval_and_session_timeout(cbroker)
         while r.assignment is None or parts(r, tid) != {0, 1, 2, 3}:
             await trio.sleep(0.05)
             r = await hb(client, "m2", r.member_epoch, owned=owned(tid, parts(r, tid)) if r.assignment else None)
+
+
+async def test_static_replacement_survives_a_restart(start_broker, tmp_path) -> None:
+    data = tmp_path / "kept"
+    broker = await start_broker(data_dir=data, **FAST)
+    client = await broker.connect()
+    await _topic(client)
+    tid = _topic_id(broker)
+    await join_consumer(client, "s1", instance="i1")
+    await hb(client, "s1", -2, instance="i1")
+    assert parts(await join_consumer(client, "s2", instance="i1"), tid) == {0, 1, 2, 3}
+    await broker.stop()
+    broker = await start_broker(data_dir=data, **FAST)
+    client = await broker.connect()
+    described = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})
+    assert [(m.member_id, m.instance_id, m.member_epoch) for m in described.groups[0].members] == [("s2", "i1", 1)]
+    assert (await hb(client, "s1", 1)).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert (await hb(client, "s2", 1, owned=owned(tid, {0, 1, 2, 3}))).error_code == ErrorCode.NONE
