@@ -155,20 +155,18 @@ class ConsumerGroupCoordinator:
             return error
 
     def check_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int | None) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit (``api_version`` None: a TxnOffsetCommit, whose empty member id
-        and epoch -1 also pass, as validateTransactionalOffsetCommit lets them)."""
+        """Kafka's ConsumerGroup.validateOffsetCommit for an OffsetCommit of ``api_version``, or (None) a
+        TxnOffsetCommit, which answers ILLEGAL_GENERATION for a stale epoch (OffsetMetadataManager maps it so)."""
         group = self._groups[group_id]
         if member_epoch < 0 and not group.members:
-            return ErrorCode.NONE
-        if api_version is None and member_epoch < 0 and not member_id:
-            return ErrorCode.NONE
+            return ErrorCode.NONE  # the admin client, or a consumer without group management
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if api_version is not None and api_version < MEMBER_EPOCH_COMMIT_VERSION:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.STALE_MEMBER_EPOCH if api_version is not None else ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
     def list_groups(self, states: Iterable[str], types: Iterable[str]) -> list[dict]:

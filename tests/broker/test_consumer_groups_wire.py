@@ -378,3 +378,29 @@ async def test_static_replacement_survives_a_restart(start_broker, tmp_path) -> 
     assert [(m.member_id, m.instance_id, m.member_epoch) for m in described.groups[0].members] == [("s2", "i1", 1)]
     assert (await hb(client, "s1", 1)).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert (await hb(client, "s2", 1, owned=owned(tid, {0, 1, 2, 3}))).error_code == ErrorCode.NONE
+
+
+async def test_txn_offset_commit_checks_member_epoch(cbroker) -> None:
+    """TxnOffsetCommit of a consumer group: the member epoch as generation (ILLEGAL_GENERATION when stale, as
+    Kafka's OffsetMetadataManager maps STALE_MEMBER_EPOCH for it), UNKNOWN_MEMBER_ID, pending until the marker."""
+    from .test_group_txn import GROUP as TXN_GROUP
+    from .test_group_txn import TXN, _add_offsets, _txn_commit
+    from .test_groups import fetch_offsets
+    from .test_transactions import _end, _init_ok
+
+    client = await cbroker.connect()
+    await _topic(client)
+    assert (await join_consumer(client, "m1", group=TXN_GROUP)).member_epoch == 1
+    pid, epoch = await _init_ok(client, TXN)
+    assert await _add_offsets(client, pid, epoch, TXN_GROUP) == ErrorCode.NONE
+    offsets = {("t", 0): 4}
+    assert await _txn_commit(client, pid, epoch, offsets, generation=2, member_id="m1") == {
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION
+    }
+    assert await _txn_commit(client, pid, epoch, offsets, generation=1, member_id="x") == {
+        ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID
+    }
+    assert await _txn_commit(client, pid, epoch, offsets, generation=1, member_id="m1") == {("t", 0): ErrorCode.NONE}
+    assert await _end(client, pid, epoch, True, TXN) == ErrorCode.NONE
+    fetched = await fetch_offsets(client, [("t", 0)], require_stable=True)
+    assert fetched[("t", 0)][0] == 4
