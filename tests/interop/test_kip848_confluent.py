@@ -307,3 +307,24 @@ def test_members_rejoin_after_a_broker_restart_without_duplicates(own_broker: Br
         a.consumer.close()
         b.consumer.close()
     assert sorted(int(v) for *_, v in seen) == list(range(400))
+
+
+def test_regex_subscription_takes_matching_topics_also_created_later(bootstrap: str, make_topic) -> None:
+    """librdkafka sends a ``^``-pattern as SubscribedTopicRegex (v1); a topic created later that matches joins."""
+    first = make_topic("kip848rx", 2)
+    prefix = first.rsplit("-", 2)[0]
+    group = f"{first}-group"
+    consumer = _consumer(bootstrap, group, "rx")
+    try:
+        consumer.subscribe([f"^{prefix}-.*"])
+        deadline = time.monotonic() + DEADLINE_S
+        while {(tp.topic, tp.partition) for tp in consumer.assignment()} != {(first, 0), (first, 1)}:
+            assert time.monotonic() < deadline
+            consumer.poll(0.1)
+        second = make_topic("kip848rx", 3)
+        expected = {(first, 0), (first, 1), (second, 0), (second, 1), (second, 2)}
+        while {(tp.topic, tp.partition) for tp in consumer.assignment()} != expected:
+            assert time.monotonic() < deadline, consumer.assignment()
+            consumer.poll(0.1)
+    finally:
+        consumer.close()
