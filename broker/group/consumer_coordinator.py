@@ -169,6 +169,13 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH if api_version is not None else ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topics the group's members subscribe to (by name or regex); empty for an unknown group."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return set()
+        return {t for m in group.members.values() for t in self._member_topics(m)}
+
     def list_groups(self, states: Iterable[str], types: Iterable[str]) -> list[dict]:
         wanted = {s.strip().lower() for s in states}
         kinds = {t.lower() for t in types}

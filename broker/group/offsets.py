@@ -372,8 +372,11 @@ class OffsetsMixin:
             group = self._groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 return ErrorCode.GROUP_ID_NOT_FOUND, {}
-            if group.is_(GroupState.EMPTY):
-                refused: set[TopicPartition] = set()
+            if self._broker.consumer_groups.is_consumer_group(group_id):  # KIP-848: its members' topics stay
+                subscribed = self._broker.consumer_groups.subscribed_topics(group_id)
+                refused: set[TopicPartition] = {tp for tp in partitions if tp[0] in subscribed}
+            elif group.is_(GroupState.EMPTY):
+                refused = set()
             elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
                 refused = {tp for tp in partitions if group.is_subscribed_to(tp[0])}
             else:
@@ -401,17 +404,26 @@ class OffsetsMixin:
         for i, (group_id, group) in enumerate(list(self._groups.items())):
             if i % GROUPS_PER_CHECKPOINT == GROUPS_PER_CHECKPOINT - 1:
                 await trio.lowlevel.checkpoint()
-            if not group.expired_offsets(now, retention_ms) and not _removable(group):
+            if not self._expired(group, now, retention_ms) and not _removable(group):
                 continue
             async with self._locks(group_id):
                 if self._groups.get(group_id) is not group:
                     continue
-                expired = group.expired_offsets(now, retention_ms)
+                expired = self._expired(group, now, retention_ms)
                 error, _, gone = await self._remove_offsets(group, expired, remove_empty_group=True)
                 if error != ErrorCode.NONE:
                     log.warning("offset_expiration_failed", group_id=group_id, error=error.name)
                 elif expired or gone:
                     log.info("offsets_expired", group_id=group_id, partitions=len(expired), group_removed=gone)
+
+    def _expired(self, group: Group, now: int, retention_ms: int) -> list[TopicPartition]:
+        """``Group.expired_offsets``; a KIP-848 group's offsets sit in an entry without protocol type (expiring from
+        their commit), less those of the topics its members subscribe to, as Kafka's ConsumerGroup expires them."""
+        expired = group.expired_offsets(now, retention_ms)
+        if expired and self._broker.consumer_groups.is_consumer_group(group.group_id):
+            subscribed = self._broker.consumer_groups.subscribed_topics(group.group_id)
+            expired = [tp for tp in expired if tp[0] not in subscribed]
+        return expired
 
     async def delete_partition_offsets(self, deleted: Callable[[str, int], bool]) -> ErrorCode:
         """Kafka's onPartitionsDeleted: every group loses its committed and pending transactional offsets of the

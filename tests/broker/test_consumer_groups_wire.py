@@ -404,3 +404,29 @@ async def test_txn_offset_commit_checks_member_epoch(cbroker) -> None:
     assert await _end(client, pid, epoch, True, TXN) == ErrorCode.NONE
     fetched = await fetch_offsets(client, [("t", 0)], require_stable=True)
     assert fetched[("t", 0)][0] == 4
+
+
+async def test_offset_delete_and_expiry_keep_the_subscribed_topics_of_a_consumer_group(cbroker) -> None:
+    """Kafka's ConsumerGroup: OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC for its members' topics, and expiry (from
+    the commit) spares them; other topics' offsets go."""
+    from .test_groups import fetch_offsets
+    from .test_offset_delete import delete_offsets as _delete
+
+    client = await cbroker.connect()
+    await _topic(client, "t")
+    await _topic(client, "old")
+    await join_consumer(client, "m1")
+    for topic in ("t", "old"):
+        body = _commit_body("m1", 1)
+        body["topics"][0]["name"] = topic
+        r = await client.request(ApiKey.OFFSET_COMMIT, 9, body)
+        assert r.topics[0].partitions[0].error_code == ErrorCode.NONE
+    error, per_partition = await _delete(client, GROUP, [("t", 0)])
+    assert (error, per_partition) == (ErrorCode.NONE, {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
+    await cbroker.node.groups.expire_offsets(10**15)
+    fetched = await fetch_offsets(client, [("t", 0), ("old", 0)], group=GROUP)
+    assert fetched[("t", 0)][0] == 5 and fetched[("old", 0)][0] == -1
+    error, per_partition = await _delete(client, GROUP, [("old", 1)])
+    assert error == ErrorCode.NONE
+    listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    assert [(g.group_id, g.group_type) for g in listed.groups] == [(GROUP, "consumer")]
