@@ -174,7 +174,8 @@ class ConsumerGroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return set()
-        return {t for m in group.members.values() for t in self._member_topics(m)}
+        matches: dict[str, set[str]] = {}
+        return {t for m in group.members.values() for t in self._member_topics(m, matches)}
 
     def list_groups(self, states: Iterable[str], types: Iterable[str]) -> list[dict]:
         wanted = {s.strip().lower() for s in states}
@@ -500,29 +501,35 @@ class ConsumerGroupCoordinator:
         names = [m.server_assignor for m in group.members.values() if m.server_assignor]
         # Kafka's rule: the assignor most members ask for (ties by name), else the default.
         name = max(sorted(set(names)), key=names.count) if names else DEFAULT_ASSIGNOR
-        topics = {m.member_id: self._member_topics(m) for m in group.members.values()}
+        matches: dict[str, set[str]] = {}
+        topics = {m.member_id: self._member_topics(m, matches) for m in group.members.values()}
         group.compute_target(ASSIGNORS[name], partitions, topics)
         group.topic_partitions = partitions
 
     # Topics -----------------------------------------------------------------------------------------------------
 
-    def _member_topics(self, member: ConsumerMember) -> set[str]:
+    def _member_topics(self, member: ConsumerMember, matches: dict[str, set[str]] | None = None) -> set[str]:
+        """The member's topics: its names and the existing topics its regex fully matches (``matches`` caches each
+        regex's topics over one pass, members usually sharing theirs)."""
         topics = set(member.subscribed)
         if member.regex is not None:
-            pattern = re.compile(member.regex)
-            topics.update(
-                t for t in self._broker.metadata.topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t) is not None
-            )
+            cache = {} if matches is None else matches
+            if member.regex not in cache:
+                pattern = re.compile(member.regex)
+                cache[member.regex] = {
+                    t for t in self._broker.metadata.topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t)
+                }
+            topics |= cache[member.regex]
         return topics
 
     def _subscribed_partitions(self, group: ConsumerGroup) -> dict[str, int]:
         """Partition counts of the existing topics the members subscribe to (by name or regex)."""
         metadata = self._broker.metadata
         result = {}
+        matches: dict[str, set[str]] = {}
         for member in group.members.values():
-            for name in self._member_topics(member):
-                topic = metadata.get(name)
-                if topic is not None:
+            for name in self._member_topics(member, matches):
+                if name not in result and (topic := metadata.get(name)) is not None:
                     result[name] = topic.partitions
         return result
 
