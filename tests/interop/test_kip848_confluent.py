@@ -76,10 +76,19 @@ def _assigned(consumer: Consumer) -> set[int]:
 class Member:
     """A consumer that commits each record it processes before taking the next (synchronously)."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, name: str, seen: list[tuple[str, int, int, str]]):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        name: str,
+        seen: list[tuple[str, int, int, str]],
+        instance: str | None = None,
+    ):
         self.name = name
         self.seen = seen
-        self.consumer = _consumer(bootstrap, group, name)
+        extra = {"group.instance.id": instance} if instance is not None else {}
+        self.consumer = _consumer(bootstrap, group, name, **extra)
         #: Assignment changes the client was told of (incremental assign, revoke or lost partitions).
         self.changes = 0
         self.consumer.subscribe([topic], on_assign=self._changed, on_revoke=self._changed, on_lost=self._changed)
@@ -328,3 +337,25 @@ def test_regex_subscription_takes_matching_topics_also_created_later(bootstrap: 
             consumer.poll(0.1)
     finally:
         consumer.close()
+
+
+def test_static_member_comes_back_to_its_partitions_without_a_rebalance(bootstrap: str, make_topic) -> None:
+    """``group.instance.id``: a closing static member leaves with epoch -2; its successor gets its partitions back
+    and the other member sees no change."""
+    topic = make_topic("kip848-static", PARTITIONS)
+    group = f"{topic}-group"
+    seen: list[tuple[str, int, int, str]] = []
+    members = [Member(bootstrap, topic, group, name, seen, instance=name) for name in ("a", "b")]
+    try:
+        _drive(members, lambda: all(len(_assigned(m.consumer)) == PARTITIONS // 2 for m in members), "assignments")
+        a, b = members
+        before = (_assigned(a.consumer), _assigned(b.consumer), b.changes)
+        a.consumer.close()
+        members[0] = a = Member(bootstrap, topic, group, "a", seen, instance="a")
+        _drive(members, lambda: len(_assigned(a.consumer)) == PARTITIONS // 2, "the static member's return")
+        for _ in range(10):
+            b.poll()
+        assert (_assigned(a.consumer), _assigned(b.consumer), b.changes) == before
+    finally:
+        for m in members:
+            m.consumer.close()
