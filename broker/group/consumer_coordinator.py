@@ -471,8 +471,10 @@ class ConsumerGroupCoordinator:
         return member, True
 
     def _leave(self, group: ConsumerGroup | None, request: HeartbeatRequest) -> dict:
-        member = group.members.get(request.member_id) if group is not None else None
-        if group is None or member is None:
+        if group is None:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {request.group_id} not found.")
+        member = group.members.get(request.member_id)
+        if member is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Unknown member {request.member_id}.")
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # It comes back soon under the same instance id: its partitions wait for it until its session ends.

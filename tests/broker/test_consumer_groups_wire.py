@@ -148,6 +148,9 @@ async def test_epoch_checks_and_validation(cbroker) -> None:
     assert (await join_consumer(client, "m9", assignor="sticky")).error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
     assert (await join_consumer(client, "m9", regex="(")).error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
     assert (await hb(client, "m1", -2)).error_code == ErrorCode.INVALID_REQUEST  # static leave needs an instance
+    assert (await hb(client, "m9", -1)).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert (await hb(client, "m1", -1, group="nope")).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert (await hb(client, "m1", 1, group="nope")).error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 async def test_range_assignor_and_regex_subscription(cbroker) -> None:
