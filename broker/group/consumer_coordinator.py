@@ -47,14 +47,13 @@ from oncelog.broker.group.consumer_group import (
     ConsumerGroup,
     ConsumerMember,
     MemberState,
-    Progress,
 )
+from oncelog.broker.group.consumer_group_records import group_records, rebuild_group
 from oncelog.broker.group.metadata import GroupState
 from oncelog.broker.group_configs import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import INTERNAL_TOPICS
-from oncelog.protocol import ErrorCode
-from oncelog.protocol.internal import consumer_group_log as log_records
+from oncelog.protocol import DecodeError, ErrorCode
 
 if TYPE_CHECKING:
     from oncelog.broker.services import Broker
@@ -65,19 +64,8 @@ log = structlog.get_logger(__name__)
 GROUP_CONSUMER_MAX_SIZE = 2**31 - 1
 #: The first OffsetCommit version a KIP-848 member may commit with (Kafka: UNSUPPORTED_VERSION below it).
 MEMBER_EPOCH_COMMIT_VERSION = 9
-#: Member ids the coordinator makes for v0 members joining without one (Kafka: a random UUID, base64).
+#: The two timers of a member.
 _SESSION = "session"
-#: Kafka's MemberState codes in ConsumerGroupCurrentMemberAssignmentValue.
-_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
-_STATES = {code: state for state, code in _STATE_CODES.items()}
-#: The record kinds this coordinator writes and reads back.
-_KINDS = (
-    log_records.GROUP_METADATA_KEY,
-    log_records.MEMBER_METADATA_KEY,
-    log_records.TARGET_METADATA_KEY,
-    log_records.TARGET_MEMBER_KEY,
-    log_records.CURRENT_ASSIGNMENT_KEY,
-)
 _REBALANCE = "rebalance"
 
 
@@ -218,47 +206,6 @@ class ConsumerGroupCoordinator:
 
     # Persistence ------------------------------------------------------------------------------------------------
 
-    def _records(self, group: ConsumerGroup, only: str | None = None) -> dict[bytes, bytes]:
-        """The group as Kafka's records: the group epoch, the assignment epoch, and per member its metadata, target
-        and current assignment (only member ``only``'s, when given)."""
-        gid = group.group_id
-        records = {
-            log_records.encode_key(log_records.GROUP_METADATA_KEY, gid): log_records.encode_value(
-                log_records.GROUP_METADATA_KEY, {"epoch": group.group_epoch}
-            ),
-            log_records.encode_key(log_records.TARGET_METADATA_KEY, gid): log_records.encode_value(
-                log_records.TARGET_METADATA_KEY, {"assignment_epoch": group.assignment_epoch}
-            ),
-        }
-        members = group.members.values() if only is None else [group.members[only]] if only in group.members else []
-        for m in members:
-            metadata = {
-                "instance_id": m.instance_id,
-                "rack_id": m.rack_id,
-                "client_id": m.client_id,
-                "client_host": m.client_host,
-                "subscribed_topic_names": list(m.subscribed),
-                "subscribed_topic_regex": m.regex,
-                "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                "server_assignor": m.server_assignor,
-            }
-            target = {"topic_partitions": self._by_topic_id(group.target.get(m.member_id, ()))}
-            p = m.progress
-            current = {
-                "member_epoch": p.epoch,
-                "previous_member_epoch": p.previous_epoch,
-                "state": _STATE_CODES[p.state],
-                "assigned_partitions": self._by_topic_id(p.assigned),
-                "partitions_pending_revocation": self._by_topic_id(p.revoking),
-            }
-            for kind, value in (
-                (log_records.MEMBER_METADATA_KEY, metadata),
-                (log_records.TARGET_MEMBER_KEY, target),
-                (log_records.CURRENT_ASSIGNMENT_KEY, current),
-            ):
-                records[log_records.encode_key(kind, gid, m.member_id)] = log_records.encode_value(kind, value)
-        return records
-
     async def _persist(self, group: ConsumerGroup, member_id: str | None = None) -> ErrorCode:
         """Append (durably) the records that changed since the last append, and tombstones for those gone. While
         the epochs and the members are those last appended, only member ``member_id`` can have changed (a heartbeat
@@ -267,7 +214,7 @@ class ConsumerGroupCoordinator:
         memory stays ahead of the log (the member is told to retry, Kafka's errors)."""
         epochs = (group.group_epoch, group.assignment_epoch, group.membership_changes)
         full = member_id is None or group.persisted_epochs != epochs
-        records = self._records(group, None if full else member_id)
+        records = group_records(group, self._by_topic_id, None if full else member_id)
         changed: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in records.items() if group.persisted.get(k) != v]
         if full:
             changed += [(k, None) for k in group.persisted if k not in records]
@@ -286,49 +233,12 @@ class ConsumerGroupCoordinator:
         """Rebuild a group from its records in ``__consumer_offsets`` (loading; records of topics that no longer
         exist are dropped). Its members' sessions start when the coordinator runs (or now, if it does)."""
         names = {t.topic_id: t.name for t in self._broker.metadata.topics.values()}
-
-        def partitions(entries: list) -> frozenset[TopicPartition]:
-            return frozenset((names[e.topic_id], p) for e in entries if e.topic_id in names for p in e.partitions)
-
-        group = ConsumerGroup(group_id)
-        values: dict[int, dict[str, dict]] = {}
-        for key_bytes, value_bytes in records.items():
-            key = log_records.decode_consumer_key(key_bytes)
-            if key is None or key.kind not in _KINDS:
-                continue
-            values.setdefault(key.kind, {})[key.member] = log_records.decode_value(key.kind, value_bytes)
-        group.group_epoch = values.get(log_records.GROUP_METADATA_KEY, {}).get("", {}).get("epoch", 0)
-        meta = values.get(log_records.TARGET_METADATA_KEY, {}).get("", {})
-        group.assignment_epoch = meta.get("assignment_epoch", 0)
-        for member_id, m in values.get(log_records.MEMBER_METADATA_KEY, {}).items():
-            member = ConsumerMember(
-                member_id=member_id,
-                instance_id=m["instance_id"],
-                rack_id=m["rack_id"],
-                client_id=m["client_id"],
-                client_host=m["client_host"],
-                rebalance_timeout_ms=m["rebalance_timeout_ms"],
-                subscribed=tuple(m["subscribed_topic_names"]),
-                regex=m["subscribed_topic_regex"],
-                server_assignor=m["server_assignor"],
-            )
-            group.add(member)
-            target = values.get(log_records.TARGET_MEMBER_KEY, {}).get(member_id)
-            if target is not None:
-                group.target[member_id] = partitions(target["topic_partitions"])
-            current = values.get(log_records.CURRENT_ASSIGNMENT_KEY, {}).get(member_id)
-            if current is not None:
-                state = _STATES.get(current["state"], MemberState.UNRELEASED_PARTITIONS)
-                group.set_progress(
-                    member,
-                    Progress(
-                        current["member_epoch"],
-                        current["previous_member_epoch"],
-                        state,
-                        partitions(current["assigned_partitions"]),
-                        partitions(current["partitions_pending_revocation"]),
-                    ),
-                )
+        try:
+            group = rebuild_group(group_id, records, names)
+        except DecodeError as exc:
+            # Kafka's later record versions or a damaged record: the members rejoin (offsets are kept apart).
+            log.error("consumer_group_not_loaded", group_id=group_id, error=str(exc))
+            return
         group.topic_partitions = self._subscribed_partitions(group)
         group.persisted = dict(records)
         group.persisted_epochs = (group.group_epoch, group.assignment_epoch, group.membership_changes)

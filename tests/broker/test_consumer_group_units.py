@@ -180,3 +180,35 @@ def test_uniform_result_is_complete_for_mixed_subscriptions(members: int, partit
     specs = {f"m{i}": _spec(*(["a", "b"] if i % 2 else ["b", "c"])) for i in range(members)}
     counts = {"a": partitions, "b": partitions, "c": 2}
     _check_complete(UniformAssignor().assign(specs, counts), specs, counts)
+
+
+def test_records_round_trip_and_drop_deleted_topics() -> None:
+    """group_records -> rebuild_group gives the group back (partitions of a topic gone are dropped)."""
+    import uuid
+
+    from oncelog.broker.group.consumer_group_records import group_records, rebuild_group
+
+    ids = {"a": uuid.uuid4(), "b": uuid.uuid4()}
+
+    def by_topic_id(partitions):
+        topics: dict[str, list[int]] = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        return [{"topic_id": ids[t], "partitions": sorted(ps)} for t, ps in sorted(topics.items())]
+
+    group = ConsumerGroup("g", group_epoch=7, assignment_epoch=7)
+    m1 = ConsumerMember("m1", "i1", "r1", "c1", "h1", 3000, subscribed=("a", "b"), regex="x.*", server_assignor="range")
+    group.add(m1)
+    group.set_progress(m1, _progress(6, {("a", 0), ("b", 1)}, {("a", 1)}, MemberState.UNREVOKED_PARTITIONS, 5))
+    group.target["m1"] = frozenset({("a", 0), ("b", 1), ("b", 2)})
+    m2 = _member(group, "m2", "a")
+    group.set_progress(m2, _progress(7, {("a", 2)}))
+    records = group_records(group, by_topic_id)
+    back = rebuild_group("g", records, {v: k for k, v in ids.items()})
+    assert (back.group_epoch, back.assignment_epoch) == (7, 7)
+    assert back.members["m1"] == m1 and back.members["m2"] == m2
+    assert {m: t for m, t in back.target.items() if t} == group.target
+    assert back.owners == group.owners and back.static_members == {"i1": "m1"}
+    without_b = rebuild_group("g", records, {ids["a"]: "a"})
+    assert without_b.members["m1"].progress.assigned == {("a", 0)}
+    assert group_records(group, by_topic_id, only="m2").keys() < records.keys()
