@@ -35,6 +35,7 @@ from oncelog.broker.etcd.connect import EtcdConnectError, parse_etcd_connect
 from oncelog.broker.etcd.layout import BrokerRegistration, Layout
 from oncelog.broker.etcd.producer_id_blocks import claim_block
 from oncelog.broker.flusher import LogFlusher
+from oncelog.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from oncelog.broker.group.coordinator import GroupCoordinator
 from oncelog.broker.group_configs import GroupConfigs
 from oncelog.broker.listeners import (
@@ -242,6 +243,11 @@ class BrokerNode:
         self._housekeeping = trio.Lock()
         self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
         self.group_configs = GroupConfigs(self.data_dir)
+        self.consumer_groups = ConsumerGroupCoordinator(
+            config, self.metadata, self.group_configs, self.groups, ensure_offsets_topic=self.ensure_offsets_topic
+        )
+        # KIP-848 groups keep their offsets in the classic coordinator, which asks them about commits.
+        self.groups.consumer_groups = self.consumer_groups
         #: Request bytes in flight on every listener (``queued.max.request.bytes``).
         self.request_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
         #: Fetch response bytes not yet sent, across connections: as much again (oncelog's own; Kafka sends fetched
@@ -446,6 +452,7 @@ class BrokerNode:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
                 await nursery.start(self.groups.run)
+                await nursery.start(self.consumer_groups.run)
                 await self.transactions.complete_pending()
                 await nursery.start(self.transactions.run_expiration)
                 await nursery.start(self.transactions.run_loader)

@@ -18,6 +18,8 @@ from oncelog.protocol.messages import (
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -222,13 +224,16 @@ APIS: dict[ApiKey, Api] = {
         Api(ApiKey.SYNC_GROUP, sync_group, (0, 5)),
         Api(ApiKey.HEARTBEAT, heartbeat, (0, 4)),
         Api(ApiKey.LEAVE_GROUP, leave_group, (0, 4)),
-        Api(ApiKey.OFFSET_COMMIT, offset_commit, (2, 8)),
+        Api(ApiKey.OFFSET_COMMIT, offset_commit, (2, 9)),  # v9: KIP-848 members' commits
         Api(ApiKey.OFFSET_FETCH, offset_fetch, (1, 7)),
         Api(ApiKey.OFFSET_DELETE, offset_delete, (0, 0)),
         Api(ApiKey.DESCRIBE_GROUPS, describe_groups, (0, 5)),
         Api(ApiKey.LIST_GROUPS, list_groups, (0, 5)),
         Api(ApiKey.DELETE_GROUPS, delete_groups, (0, 2)),
         Api(ApiKey.TXN_OFFSET_COMMIT, txn_offset_commit, (0, 3)),
+        # KIP-848 consumer groups (broker/group/consumer_coordinator.py): Kafka 4.0's ranges.
+        Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer_group_heartbeat, (0, 1)),
+        Api(ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_group_describe, (0, 0)),
         Api(ApiKey.CREATE_PARTITIONS, create_partitions, (0, 3)),
         Api(ApiKey.DESCRIBE_CLUSTER, describe_cluster, (0, 1)),
         # Admin APIs of UIs and admin tools, answered as a single-node Kafka without an authorizer answers them.

@@ -30,7 +30,7 @@ import trio
 from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.group.metadata import Group, GroupState, Member, Reply
-from oncelog.broker.group.offsets import OffsetsMixin, TransactionLookup
+from oncelog.broker.group.offsets import ConsumerGroupLookup, OffsetsMixin, TransactionLookup
 from oncelog.broker.group.offsets_log import GroupLog
 from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
@@ -109,6 +109,8 @@ class GroupCoordinator(OffsetsMixin):
         self._ensure_offsets_topic = ensure_offsets_topic
         self._deleting_topics = deleting_topics
         self.transactions: TransactionLookup | None = None
+        #: The KIP-848 groups, which keep their offsets here (set by the node, built after this coordinator).
+        self.consumer_groups: ConsumerGroupLookup | None = None
         self.group_log = GroupLog(
             replicas,
             logs,
@@ -161,6 +163,7 @@ class GroupCoordinator(OffsetsMixin):
                 member.answer_sync(ErrorCode.NOT_COORDINATOR, b"")
         for key in [k for k in self._pending_txn if k[0] == partition]:
             del self._pending_txn[key]
+        self._kip848.unload(lambda group_id: self.group_log.partition_for(group_id) == partition)
 
     # Lifecycle -------------------------------------------------------------------------------------------------
 

@@ -71,6 +71,24 @@ class TransactionLookup(Protocol):
         ...
 
 
+class ConsumerGroupLookup(Protocol):
+    """What the classic coordinator asks of the KIP-848 groups, which keep their offsets here."""
+
+    def is_consumer_group(self, group_id: str) -> bool: ...
+
+    def check_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int | None) -> ErrorCode:
+        """OffsetCommit (``api_version``) or TxnOffsetCommit (None) by a member of a KIP-848 group."""
+        ...
+
+    def subscribed_topics(self, group_id: str) -> set[str]: ...
+
+    def install(self, group_id: str, records: dict[bytes, bytes]) -> None:
+        """Rebuild a KIP-848 group from its records (loading)."""
+        ...
+
+    def unload(self, leaves: Callable[[str], bool]) -> None: ...
+
+
 class OffsetsMixin:
     """The offset half of GroupCoordinator (which provides the attributes declared here)."""
 
@@ -80,12 +98,19 @@ class OffsetsMixin:
     _ensure_offsets_topic: Callable[[], Awaitable[None]]
     _deleting_topics: set[str]
     transactions: TransactionLookup | None
+    consumer_groups: ConsumerGroupLookup | None
     group_log: GroupLog
     _groups: dict[str, Group]
     _locks: KeyedLocks[str]
     _pending_txn: dict[tuple[int, int], set[str]]
     #: Set once ``run`` started the timers (groups loaded later are scheduled at once).
     _running: bool
+
+    @property
+    def _kip848(self) -> ConsumerGroupLookup:
+        """The KIP-848 groups (set by the node once both coordinators exist)."""
+        assert self.consumer_groups is not None, "the node wires consumer_groups before serving"
+        return self.consumer_groups
 
     def _schedule(self, group: Group) -> None: ...
 
@@ -98,6 +123,8 @@ class OffsetsMixin:
         members' sessions start now; before, ``run`` starts them."""
         now = trio.current_time() if self._running else 0.0
         for group_id, loaded in loaded_groups.items():
+            if loaded.consumer:  # a KIP-848 group: its coordinator rebuilds it; offsets are kept here
+                self._kip848.install(group_id, loaded.consumer)
             group = Group(group_id, state_timestamp_ms=self._clock_ms())
             meta = loaded.metadata
             if meta is not None:
@@ -176,6 +203,7 @@ class OffsetsMixin:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetValue],
+        api_version: int = 8,
     ) -> dict[TopicPartition, ErrorCode]:
         """Kafka's handleCommitOffsets: one error per partition."""
         if not group_id:
@@ -184,6 +212,11 @@ class OffsetsMixin:
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
+            if self._kip848.is_consumer_group(group_id):
+                error = self._kip848.check_commit(group_id, member_id, generation_id, api_version)
+                if error != ErrorCode.NONE:
+                    return dict.fromkeys(offsets, error)
+                return await self._store_offsets(self._offsets_holder(group_id), offsets)
             group = self._groups.get(group_id)
             if group is None:
                 if generation_id >= 0:
@@ -266,11 +299,11 @@ class OffsetsMixin:
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
-            group = self._groups.get(group_id)
-            if group is None:
-                group = Group(group_id, state_timestamp_ms=self._clock_ms())
-                self._groups[group_id] = group
-            error = self._check_txn_commit(group, generation_id, member_id, group_instance_id)
+            group = self._offsets_holder(group_id)
+            if self._kip848.is_consumer_group(group_id):
+                error = self._kip848.check_commit(group_id, member_id, generation_id, None)
+            else:
+                error = self._check_txn_commit(group, generation_id, member_id, group_instance_id)
             if error == ErrorCode.NONE:
                 # Checked last, with no await before the append: a marker cannot slip in between.
                 error = self._check_transaction(transactional_id, group_id, producer_id, producer_epoch, fenced)
@@ -278,6 +311,15 @@ class OffsetsMixin:
                 return dict.fromkeys(offsets, error)
             result = await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
             return {tp: fenced if error == ErrorCode.INVALID_PRODUCER_EPOCH else error for tp, error in result.items()}
+
+    def _offsets_holder(self, group_id: str) -> Group:
+        """The group's entry holding its offsets (made Empty when missing): a KIP-848 group's offsets are kept in
+        one too, so both protocols share them and a group switching protocol keeps them."""
+        group = self._groups.get(group_id)
+        if group is None:
+            group = Group(group_id, state_timestamp_ms=self._clock_ms())
+            self._groups[group_id] = group
+        return group
 
     @staticmethod
     def _check_txn_commit(group: Group, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
@@ -375,8 +417,11 @@ class OffsetsMixin:
             group = self._groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 return ErrorCode.GROUP_ID_NOT_FOUND, {}
-            if group.is_(GroupState.EMPTY):
-                refused: set[TopicPartition] = set()
+            if self._kip848.is_consumer_group(group_id):  # KIP-848: its members' topics stay
+                subscribed = self._kip848.subscribed_topics(group_id)
+                refused: set[TopicPartition] = {tp for tp in partitions if tp[0] in subscribed}
+            elif group.is_(GroupState.EMPTY):
+                refused = set()
             elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
                 refused = {tp for tp in partitions if group.is_subscribed_to(tp[0])}
             else:
@@ -404,17 +449,26 @@ class OffsetsMixin:
         for i, (group_id, group) in enumerate(list(self._groups.items())):
             if i % GROUPS_PER_CHECKPOINT == GROUPS_PER_CHECKPOINT - 1:
                 await trio.lowlevel.checkpoint()
-            if not group.expired_offsets(now, retention_ms) and not _removable(group):
+            if not self._expired(group, now, retention_ms) and not _removable(group):
                 continue
             async with self._locks(group_id):
                 if self._groups.get(group_id) is not group:
                     continue
-                expired = group.expired_offsets(now, retention_ms)
+                expired = self._expired(group, now, retention_ms)
                 error, _, gone = await self._remove_offsets(group, expired, remove_empty_group=True)
                 if error != ErrorCode.NONE:
                     log.warning("offset_expiration_failed", group_id=group_id, error=error.name)
                 elif expired or gone:
                     log.info("offsets_expired", group_id=group_id, partitions=len(expired), group_removed=gone)
+
+    def _expired(self, group: Group, now: int, retention_ms: int) -> list[TopicPartition]:
+        """``Group.expired_offsets``; a KIP-848 group's offsets sit in an entry without protocol type (expiring from
+        their commit), less those of the topics its members subscribe to, as Kafka's ConsumerGroup expires them."""
+        expired = group.expired_offsets(now, retention_ms)
+        if expired and self._kip848.is_consumer_group(group.group_id):
+            subscribed = self._kip848.subscribed_topics(group.group_id)
+            expired = [tp for tp in expired if tp[0] not in subscribed]
+        return expired
 
     async def delete_partition_offsets(self, deleted: Callable[[str, int], bool]) -> ErrorCode:
         """Kafka's onPartitionsDeleted: every group loses its committed and pending transactional offsets of the

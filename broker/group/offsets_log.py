@@ -22,6 +22,7 @@ from oncelog.broker.faults import fault_point
 from oncelog.broker.internal_log import replay
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import DecodeError, ErrorCode
+from oncelog.protocol.internal.consumer_group_log import decode_consumer_key
 from oncelog.protocol.internal.group_log import (
     GroupKey,
     GroupValue,
@@ -74,6 +75,8 @@ class LoadedGroup:
     metadata: GroupValue | None = None
     offsets: dict[tuple[str, int], tuple[OffsetValue, int]] = field(default_factory=dict)
     pending: dict[int, dict[tuple[str, int], tuple[OffsetValue, int]]] = field(default_factory=dict)
+    #: Its KIP-848 records (``consumer_group_log``), last value per key, tombstoned keys gone.
+    consumer: dict[bytes, bytes] = field(default_factory=dict)
 
 
 class GroupLog:
@@ -152,6 +155,13 @@ class GroupLog:
             if record.key is None:
                 continue
             try:
+                if (consumer_key := decode_consumer_key(record.key)) is not None:
+                    records = groups.setdefault(consumer_key.group, LoadedGroup()).consumer
+                    if record.value is None:
+                        records.pop(bytes(record.key), None)
+                    else:
+                        records[bytes(record.key)] = bytes(record.value)
+                    continue
                 key = decode_key(record.key)
                 if isinstance(key, OffsetKey):
                     value = decode_offset_value(record.value)

@@ -10,6 +10,7 @@ import base64
 import re
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -159,3 +160,39 @@ def test_confluent_sees_one_topic_id_on_every_broker_and_a_new_one_after_recreat
     producer.produce(topic, b"after", partition=2, on_delivery=lambda e, m: reports.append(e))
     assert producer.flush(30) == 0
     assert [e.code() if e else None for e in reports] == [KafkaError._UNKNOWN_PARTITION]
+
+
+def test_confluent_kip848_group_round_trip(cluster: Cluster) -> None:
+    """A ``group.protocol=consumer`` (KIP-848) group on the cluster: its coordinator (the leader of its
+    ``__consumer_offsets`` partition) assigns partitions led by every broker; the committed offsets are read back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = create(cluster)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(RECORDS):
+        producer.produce(topic, f"848-{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    group = f"kip848-{uuid.uuid4()}"
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    values = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(values) < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)
+    finally:
+        consumer.close()
+    assert sorted(values) == sorted(f"848-{i}".encode() for i in range(RECORDS))
+    assert [tp.offset for tp in committed] == [RECORDS // 3] * 3
