@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 from oncelog.broker.clock import now_ms
-from oncelog.broker.group.metadata import CommittedOffset, Group, GroupState, Member
+from oncelog.broker.group.metadata import CommittedOffset, Group, Member
+from oncelog.broker.group.state import GroupEvent, GroupState, loaded_state
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.broker.txn.metadata import TxnState
 from oncelog.protocol import ErrorCode
@@ -106,7 +107,7 @@ class OffsetsMixin:
                 if meta.leader in group.members:
                     group.leader_id = meta.leader
                 group.refresh_subscribed_topics()
-                group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+                group.state = loaded_state(bool(group.members))
             elif not loaded.offsets and not loaded.pending:
                 continue
             group.offsets = {tp: CommittedOffset(v, o) for tp, (v, o) in loaded.offsets.items()}
@@ -433,7 +434,7 @@ class OffsetsMixin:
         gone = remove_empty_group and _removable(group, left)
         error = await self._write_tombstones(group, held, group_tombstone=gone)
         if error == ErrorCode.NONE and gone:
-            group.transition(GroupState.DEAD, now_ms())
+            group.apply(GroupEvent.REMOVED, now_ms())
             del self._groups[group.group_id]
         return error, held, gone
 
