@@ -49,7 +49,7 @@ from oncelog.broker.group.consumer_group import (
     MemberState,
 )
 from oncelog.broker.group.consumer_group_records import group_records, rebuild_group
-from oncelog.broker.group.metadata import GroupState
+from oncelog.broker.group.state import GroupState
 from oncelog.broker.group_configs import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import INTERNAL_TOPICS

@@ -6,8 +6,9 @@ Guarantees:
   so requests naming groups that do not exist leave nothing behind); a JoinGroup / SyncGroup that must wait for the
   rebalance releases the lock and waits for its Reply. A Heartbeat / SyncGroup / LeaveGroup for a group that does
   not exist is answered without taking a lock.
-- State changes follow Kafka's classic protocol: Empty -> PreparingRebalance -> CompletingRebalance -> Stable, back
-  to PreparingRebalance on joins/leaves/expiries, Empty when the last member goes, Dead when deleted.
+- State changes follow Kafka's classic protocol, as the table in ``group.state`` has them: Empty ->
+  PreparingRebalance -> CompletingRebalance -> Stable, back to PreparingRebalance on joins/leaves/expiries, Empty
+  when the last member goes, Dead when deleted; the coordinator reports events, the table picks the state.
 - The group's metadata (generation, protocol, leader, members with assignments) is fsynced in
   ``__consumer_offsets`` before the leader's assignment is handed out, and whenever a rebalance leaves it Empty.
 - Timers (session expiry, join phase end, initial rebalance delay, MEMBER_ID_REQUIRED members) run in one task of
@@ -29,9 +30,10 @@ import structlog
 import trio
 from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
-from oncelog.broker.group.metadata import Group, GroupState, Member, Reply
+from oncelog.broker.group.metadata import Group, Member, Reply
 from oncelog.broker.group.offsets import ConsumerGroupLookup, OffsetsMixin, TransactionLookup
 from oncelog.broker.group.offsets_log import GroupLog
+from oncelog.broker.group.state import GroupEvent, GroupState
 from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import ErrorCode
@@ -391,7 +393,7 @@ class GroupCoordinator(OffsetsMixin):
         else:
             group.initial_delay_remaining_ms = None
             group.join_deadline_s = now + group.rebalance_timeout_ms / 1000
-        group.transition(GroupState.PREPARING_REBALANCE, self._clock_ms())
+        group.apply(GroupEvent.PREPARE_REBALANCE, self._clock_ms())
         log.info("rebalance_started", group_id=group.group_id, generation=group.generation_id, reason=reason)
 
     def _reset_assignments(self, group: Group, error: ErrorCode) -> None:
@@ -417,7 +419,7 @@ class GroupCoordinator(OffsetsMixin):
         if not group.members:
             group.protocol_name = None
             group.refresh_subscribed_topics()
-            group.transition(GroupState.EMPTY, self._clock_ms())
+            group.apply(GroupEvent.JOIN_COMPLETED_EMPTY, self._clock_ms())
             error = await self._store_group(group)
             if error != ErrorCode.NONE:
                 log.warning("group_store_failed", group_id=group.group_id, error=error.name)
@@ -425,7 +427,7 @@ class GroupCoordinator(OffsetsMixin):
             return
         group.protocol_name = group.select_protocol()
         group.refresh_subscribed_topics()
-        group.transition(GroupState.COMPLETING_REBALANCE, self._clock_ms())
+        group.apply(GroupEvent.JOIN_COMPLETED, self._clock_ms())
         now = trio.current_time()
         for member in list(group.members.values()):
             member.answer_join(self._join_result(group, member))
@@ -530,7 +532,7 @@ class GroupCoordinator(OffsetsMixin):
                     for m in group.members.values():
                         m.assignment = full[m.member_id]
                         m.answer_sync(ErrorCode.NONE, m.assignment)
-                    group.transition(GroupState.STABLE, self._clock_ms())
+                    group.apply(GroupEvent.ASSIGNMENT_STORED, self._clock_ms())
                     log.info("group_stable", group_id=group_id, generation=group.generation_id)
             self._schedule(group)
         error, assignment = await reply.wait()  # type: ignore[misc]
@@ -736,7 +738,7 @@ class GroupCoordinator(OffsetsMixin):
             error = await self._write_tombstones(group, list(group.offsets), group_tombstone=True)
             if error != ErrorCode.NONE:
                 return error
-            group.transition(GroupState.DEAD, self._clock_ms())
+            group.apply(GroupEvent.REMOVED, self._clock_ms())
             del self._groups[group_id]
             log.info("group_deleted", group_id=group_id)
             return ErrorCode.NONE

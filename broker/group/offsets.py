@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import trio
-from oncelog.broker.group.metadata import CommittedOffset, Group, GroupState, Member
+from oncelog.broker.group.metadata import CommittedOffset, Group, Member
+from oncelog.broker.group.state import GroupEvent, GroupState, loaded_state
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.broker.txn.metadata import TxnState
 from oncelog.protocol import ErrorCode
@@ -151,7 +152,7 @@ class OffsetsMixin:
                 if meta.leader in group.members:
                     group.leader_id = meta.leader
                 group.refresh_subscribed_topics()
-                group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+                group.state = loaded_state(bool(group.members))
             elif not loaded.offsets and not loaded.pending:
                 continue
             group.offsets = {tp: CommittedOffset(v, o) for tp, (v, o) in loaded.offsets.items()}
@@ -507,7 +508,7 @@ class OffsetsMixin:
         gone = remove_empty_group and _removable(group, left)
         error = await self._write_tombstones(group, held, group_tombstone=gone)
         if error == ErrorCode.NONE and gone:
-            group.transition(GroupState.DEAD, self._clock_ms())
+            group.apply(GroupEvent.REMOVED, self._clock_ms())
             del self._groups[group.group_id]
         return error, held, gone
 
