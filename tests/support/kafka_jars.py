@@ -10,6 +10,7 @@ fixtures call ``ensure()`` when the jars are missing.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,13 @@ def classpath() -> str:
     """The Java classpath of the fetched jars plus the compiled check programs (``ensure()`` first)."""
     lib = ensure()
     return f"{CLASSES}:{lib}/*"
+
+
+def kafka_version() -> str:
+    """The Kafka version ``java/pom.xml`` pins (its ``kafka.version`` property)."""
+    found = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", (PROJECT / "pom.xml").read_text())
+    assert found is not None, "java/pom.xml has no kafka.version property"
+    return found.group(1)
 
 
 def java() -> str:
