@@ -619,8 +619,8 @@ def bench_p6(r: Run) -> None:
                 "read_committed consume rec/s oncelog / Kafka",
                 one.records_per_s / kafka.records_per_s,
                 ".3f",
-                f"Kafka {kafka.records_per_s:,.0f} rec/s; Kafka CPU {kafka.broker_cpu_s:.1f} s, "
-                f"oncelog {one.broker_cpu_s:.1f} s",
+                f"Kafka {kafka.records_per_s:,.0f} rec/s; Kafka CPU {kafka.broker_cpu_s:.2f} s, "
+                f"oncelog {one.broker_cpu_s:.2f} s",
                 "P6_consume_ratio_vs_kafka",
             )
         )

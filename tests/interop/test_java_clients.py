@@ -4,6 +4,9 @@ One JVM run of ``java/src/main/java/oncelog/javacheck/ClientCheck.java`` exercis
 transactional), the consumer (read_committed, a group, ``sendOffsetsToTransaction``) and the admin client (topics,
 configs, groups, ``listTransactions`` / ``describeTransactions`` / ``describeProducers`` / ``abortTransaction``) and
 prints what it observed; this module asserts each observation, so the Java program decides nothing.
+
+The same assertions hold against Apache Kafka 4.1.1: start ``support.kafka_peer.KafkaPeer`` and run this module with
+``ONCELOG_TEST_BOOTSTRAP=<its bootstrap>`` (done by hand for issue 30: 6 passed).
 """
 
 from __future__ import annotations

@@ -133,6 +133,16 @@ public final class ClientCheck {
         }
     }
 
+    /** Sleeps a little between two reads; always true (for use in a loop condition). */
+    private static boolean pause() {
+        try {
+            Thread.sleep(100);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return true;
+    }
+
     private static String errorName(Supplier<Object> call) {
         try {
             call.get();
@@ -171,7 +181,13 @@ public final class ClientCheck {
         ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic("in"));
         AlterConfigOp set = new AlterConfigOp(new ConfigEntry("retention.ms", "123456"), AlterConfigOp.OpType.SET);
         get(admin.incrementalAlterConfigs(Map.of(resource, List.of(set))).all());
-        ConfigEntry entry = get(admin.describeConfigs(List.of(resource)).all()).get(resource).get("retention.ms");
+        // Kafka applies a change when its metadata log reaches the broker, so a describe right after may still show
+        // the old value there: read until the new one shows (or the deadline passes, reporting what was read).
+        ConfigEntry entry = null;
+        long deadline = System.currentTimeMillis() + DEADLINE_MS / 4;
+        do {
+            entry = get(admin.describeConfigs(List.of(resource)).all()).get(resource).get("retention.ms");
+        } while (!"123456".equals(entry.value()) && System.currentTimeMillis() < deadline && pause());
         report("configs.retention_ms", entry.value());
         report("configs.retention_ms.source", entry.source());
     }
