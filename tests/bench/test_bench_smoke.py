@@ -2,7 +2,8 @@
 
 Runs ``bench/run.py --only P1 --records 20000`` (a real broker subprocess, librdkafka's mock cluster and Apache Kafka,
 ``tests/support/kafka_peer.py``) and checks that the JSON has every figure key (the issues' 16, the cluster's 3 and
-the Kafka columns), that P1's are positive numbers, and that the benchmarks not run are null. It keeps the harness working; it says nothing about the figures.
+the Kafka columns), that P1's are positive numbers, and that the benchmarks not run are null. It keeps the harness
+working; it says nothing about the figures.
 """
 
 from __future__ import annotations
