@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import signal
 import subprocess
 import tempfile
@@ -52,7 +51,6 @@ BASE_PROPERTIES: Mapping[str, str] = {
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
-    "auto.create.topics.enable": "true",
 }
 #: ``log.flush.interval.messages`` for fsync-per-append (oncelog's default durability).
 FSYNC_EVERY_APPEND = {"log.flush.interval.messages": "1"}
@@ -164,9 +162,3 @@ class KafkaPeer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-if __name__ == "__main__":  # a quick look: start one, print its address, stop it on Enter
-    with KafkaPeer(fsync=True) as peer:
-        print(peer.bootstrap, os.getpid())
-        input()
