@@ -1,9 +1,9 @@
 """oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster", and
 C1-C3 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown), and
-P10, delayed delivery (issue 26). Apache Kafka itself (issue 30: ``tests/support/kafka_peer.py``, a single-node KRaft
-broker from the jars ``java/pom.xml`` pins, fetched with Maven when missing) runs beside the mock in P1, P2 and P6 with
-the same client in the same run and the same durability as the oncelog figure it is compared with (fsync per append:
-``log.flush.interval.messages=1``; page cache: Kafka's default); ``--no-kafka`` leaves it out.
+P10, delayed delivery (issue 26). Apache Kafka itself (issue 30: ``tests/support/kafka_peer.py``, a single-node
+KRaft broker from the jars ``java/pom.xml`` pins, fetched with Maven when missing) runs beside the mock in P1, P2, P3,
+P5 and P6 with the same client in the same run and the same durability as the oncelog figure it is compared with
+(fsync per append: ``log.flush.interval.messages=1``; page cache: Kafka's default); ``--no-kafka`` leaves it out.
 
 Starts its own brokers (subprocesses on free 127.0.0.1 ports, temporary data dirs) and librdkafka's in-process mock
 cluster, and prints one table: every figure with its goal, met/MISS, and the peer or machine limit measured in the
@@ -113,7 +113,7 @@ class Run:
     disk: machine.DiskFigures | None = None
     loopback_mb_s: float | None = None
     runtime: runtime.RuntimeFigures | None = None
-    kafka: bool = True  # Apache Kafka beside the mock in P1, P2 and P6 (issue 30)
+    kafka: bool = True  # Apache Kafka beside the mock in P1, P2, P3, P5 and P6 (issue 30)
 
     def add(self, *lines: Line) -> None:
         self.lines.extend(lines)
@@ -341,10 +341,16 @@ def bench_p3(r: Run) -> None:
     with MockCluster(1) as mock:
         mock.create_topic(txn_bench.P3_TOPIC, 1)
         peer = _p3(mock.bootstrap, n, rounds)
+    kafka = None
+    if r.kafka:
+        with KafkaPeer(fsync=True) as kafka_peer:
+            txn_bench.create_topic(kafka_peer.bootstrap, txn_bench.P3_TOPIC, 1)
+            kafka = _p3(kafka_peer.bootstrap, n, rounds)
     ceiling = p3_ceiling(r, peer.commit_pause_p50_ms)
     r.details["P3"] = {
         "oncelog": ours.summary(),
         "mock": peer.summary(),
+        "kafka": kafka.summary() if kafka else None,
         **({"ceiling": ceiling} if ceiling is not None else {}),
     }
     ceiling_text = (
@@ -382,6 +388,19 @@ def bench_p3(r: Run) -> None:
             f"(mock {peer_flush_ms:.2f} + {peer_end_ms:.2f})",
         ),
     )
+    if kafka is not None:
+        kafka_flush_ms, kafka_end_ms = kafka.pause_p50_ms()
+        r.add(
+            Line(
+                "P3",
+                "Kafka (fsync/append): txn / idempotent rec/s",
+                kafka.ratio,
+                ".3f",
+                f"Kafka {n / kafka.transactional.seconds:,.0f} vs {n / kafka.idempotent_s:,.0f} rec/s; paused share "
+                f"{kafka.paused_share:.3f}; per commit p50: flush {kafka_flush_ms:.2f} + EndTxn {kafka_end_ms:.2f} ms",
+                "P3_kafka_txn_vs_idempotent",
+            )
+        )
 
 
 def _per_fsync_ms(r: Run) -> float:
@@ -568,14 +587,14 @@ def bench_p5(r: Run) -> None:
     with MockCluster(1) as mock:
         mock.create_topic(e2e_bench.TOPIC, 1)
         mock_res = e2e_bench.run(mock.bootstrap, s.p5_rate, s.p5_seconds)
-    r.samples[f"P5 end-to-end latency ({s.p5_rate:,} msg/s)"] = {
-        "oncelog": one.latencies_ms,
-        "mock": mock_res.latencies_ms,
-    }
-    r.details["P5"] = {
-        k: {f: v for f, v in asdict(x).items() if f != "latencies_ms"}
-        for k, x in (("oncelog", one), ("mock", mock_res))
-    }
+    kafka = None
+    if r.kafka:
+        with KafkaPeer(fsync=True) as kafka_peer:
+            txn_bench.create_topic(kafka_peer.bootstrap, e2e_bench.TOPIC, 1)
+            kafka = e2e_bench.run(kafka_peer.bootstrap, s.p5_rate, s.p5_seconds)
+    results = {"oncelog": one, "mock": mock_res, **({"kafka": kafka} if kafka else {})}
+    r.samples[f"P5 end-to-end latency ({s.p5_rate:,} msg/s)"] = {k: x.latencies_ms for k, x in results.items()}
+    r.details["P5"] = {k: {f: v for f, v in asdict(x).items() if f != "latencies_ms"} for k, x in results.items()}
     r.add(
         Line(
             "P5",
@@ -594,6 +613,18 @@ def bench_p5(r: Run) -> None:
             "P5_e2e_p99_ms",
         ),
     )
+    if kafka is not None:
+        r.add(
+            Line(
+                "P5",
+                "Kafka (fsync/append) e2e p50 ms",
+                kafka.p50_ms,
+                ".2f",
+                f"p99 {kafka.p99_ms:.2f} ms, max {kafka.max_ms:.1f} ms; same producer and read_committed consumer",
+                "P5_kafka_e2e_p50_ms",
+            ),
+            Line("P5", "Kafka (fsync/append) e2e p99 ms", kafka.p99_ms, ".2f", "", "P5_kafka_e2e_p99_ms"),
+        )
 
 
 def bench_p6(r: Run) -> None:
@@ -787,7 +818,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
     parser.add_argument("--profile", type=Path, help="attach py-spy to every broker; raw profiles go here")
     parser.add_argument(
-        "--no-kafka", dest="kafka", action="store_false", help="leave Apache Kafka out of P1, P2 and P6"
+        "--no-kafka", dest="kafka", action="store_false", help="leave Apache Kafka out of P1, P2, P3, P5 and P6"
     )
     args = parser.parse_args(argv)
     args.only = [b.strip().upper() for b in args.only.split(",") if b.strip()]
@@ -803,7 +834,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:
         n = args.records
         sizes = Sizes(**{**asdict(sizes), "p1_records": n, "p3_records": n, "p6_records": n, "p9_records": n})
-    run = Run(sizes, kafka=args.kafka and bool({"P1", "P2", "P6"} & set(args.only)))
+    run = Run(sizes, kafka=args.kafka and bool({"P1", "P2", "P3", "P5", "P6"} & set(args.only)))
     if run.kafka:
         try:
             print(f"Apache Kafka's jars: {kafka_jars.ensure()} (java/pom.xml)", flush=True)
