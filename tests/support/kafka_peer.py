@@ -122,8 +122,9 @@ class KafkaPeer:
                 check=False,
             )
             if formatted.returncode != 0:
+                tail = self.log_tail()
                 self.stop()
-                raise KafkaStartError(f"kafka-storage format failed:\n{self.log_tail()}")
+                raise KafkaStartError(f"kafka-storage format failed:\n{tail}")
             self.proc = subprocess.Popen(
                 [*java, "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
