@@ -13,9 +13,13 @@ from dataclasses import dataclass
 GOALS: dict[str, tuple[str, float]] = {
     "P1_produce_ratio_vs_mock": (">=", 1.0),
     "P1_broker_cpu_s_per_million": ("", 0.0),
+    "P1_produce_ratio_vs_kafka": ("", 0.0),  # context (issue 30): Apache Kafka, fsync per append as oncelog
     "P2_mb_s_pagecache": (">=", 1000.0),
     "P2_mb_s_fsync": (">=", 600.0),
+    "P2_kafka_mb_s_pagecache": ("", 0.0),  # context (issue 30): Apache Kafka, same pump, same mode
+    "P2_kafka_mb_s_fsync": ("", 0.0),
     "P3_txn_vs_idempotent": (">=", 0.98),
+    "P3_kafka_txn_vs_idempotent": ("", 0.0),  # context (issue 30)
     "P4_commit_p50_ms": ("<=", 2.0),
     "P4_commit_p99_ms": ("<=", 10.0),
     "P4_commits_per_s": (">=", 3000.0),
@@ -23,7 +27,10 @@ GOALS: dict[str, tuple[str, float]] = {
     "P4_broker_cpu_budget_us_per_commit": ("", 0.0),  # context: the CPU left per commit at the goal rate
     "P5_e2e_p50_ms": ("<=", 2.0),
     "P5_e2e_p99_ms": ("<=", 10.0),
+    "P5_kafka_e2e_p50_ms": ("", 0.0),  # context (issue 30)
+    "P5_kafka_e2e_p99_ms": ("", 0.0),
     "P6_consume_ratio_vs_mock": (">=", 1.0),
+    "P6_consume_ratio_vs_kafka": ("", 0.0),  # context (issue 30)
     "P7_restart_s": ("<=", 5.0),
     "P9_throughput_ratio_1000_vs_1": (">=", 0.8),
     "P9_pagecache_throughput_ratio": ("", 0.0),  # context: the same without an fsync per request
