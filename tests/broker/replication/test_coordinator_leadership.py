@@ -11,6 +11,7 @@ import pytest
 import trio
 from oncelog.broker.clock import now_ms
 from oncelog.broker.controller.partition_change import PartitionState
+from oncelog.broker.group.coordinator import JoinRequest
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from oncelog.broker.node import BrokerNode
 from oncelog.broker.txn.markers import TxnMarker, append_markers
@@ -105,3 +106,31 @@ async def test_the_group_coordinator_serves_only_the_offsets_partitions_it_leads
     await until(lambda: groups.status(group_id) == ErrorCode.NONE)
     error, fetched = groups.fetch_offsets(group_id, [DATA], False)
     assert error == ErrorCode.NONE and fetched[0][:2] == (DATA, 42)
+
+
+async def test_a_groups_generation_survives_a_move_of_its_coordinator(node: BrokerNode) -> None:
+    """A group's generation and members are in ``__consumer_offsets``: the coordinator that loads the partition
+    knows them (a member of the generation heartbeats on, an older generation is refused), and the next rebalance
+    goes on from that generation instead of starting again at 1 (which would let an old member's commit through)."""
+    groups = node.groups
+    group_id = "generations"
+    partition = groups.group_log.partition_for(group_id)
+
+    def join(member_id: str) -> JoinRequest:
+        return JoinRequest(group_id, member_id, "reader-1", False, "c", "h", 10000, 10000, "consumer", [("r", b"")])
+
+    joined = await groups.join_group(join(""))
+    member, generation = joined["member_id"], joined["generation_id"]
+    assert (joined["error_code"], generation) == (ErrorCode.NONE, 1)
+    synced = await groups.sync_group(group_id, generation, member, "reader-1", "consumer", "r", {member: b"a"})
+    assert synced[0] == ErrorCode.NONE
+
+    follow(node, CONSUMER_OFFSETS_TOPIC, partition, leader_epoch=1)
+    assert groups.get(group_id) is None
+    lead(node, CONSUMER_OFFSETS_TOPIC, partition, leader_epoch=2)
+    await until(lambda: groups.status(group_id) == ErrorCode.NONE)
+
+    assert await groups.heartbeat(group_id, generation, member, "reader-1") == ErrorCode.NONE
+    assert await groups.heartbeat(group_id, generation - 1, member, "reader-1") == ErrorCode.ILLEGAL_GENERATION
+    rejoined = await groups.join_group(join(member))
+    assert rejoined["error_code"] == ErrorCode.NONE and rejoined["generation_id"] >= generation
