@@ -3,9 +3,10 @@ etcd (``support/netproxy.py``) while stock confluent-kafka clients, still reachi
 and transactionally and read with read_committed; ``support/jepsen.check`` then looks for lost acknowledged writes,
 duplicates, two values at one offset, aborted reads and reads of uncommitted writes in the whole history.
 
-The short form cuts off, in turn, the coordinator of the transactional id (symmetric: nothing in or out) and the
-leader of a data partition (asymmetric: it may still open connections to the other brokers, so as a zombie
-coordinator or leader it can still send them requests). ``tests/torture/partition_torture.py`` is the long form.
+The short form cuts off the coordinator of the transactional id (which also leads data partitions) asymmetrically:
+nothing reaches it and it has no etcd, but it may still open connections to the other brokers, so as a zombie
+coordinator it could still send them WriteTxnMarkers. ``tests/torture/partition_torture.py`` is the long form: many
+cuts of coordinators, leaders and random brokers, symmetric or not.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ def cluster() -> Iterator[PartitionedCluster]:
 def test_a_broker_cut_off_from_the_cluster_and_etcd_loses_nothing_and_shows_nothing_uncommitted(
     cluster: PartitionedCluster,
 ) -> None:
-    history = run_with_cuts(cluster, [Cut("coordinator"), Cut("leader", outbound=True)])
+    history = run_with_cuts(cluster, [Cut("coordinator", outbound=True)], rest_s=3.0)
     summary = history.summary()
-    assert summary["acked"] > 100 and summary["committed_txns"] > 3, summary
+    assert summary["acked"] > 100 and summary["committed_txns"] >= 2, summary
     assert check(history) == [], summary
 
 
