@@ -293,9 +293,12 @@ class KafkaPythonCopier(_Copier):
             return Abortable(repr(exc))
         return Fatal(repr(exc))
 
+    def _batches(self) -> dict[Any, list[Any]]:
+        return self.consumer.poll(timeout_ms=500, max_records=self.args.batch)
+
     def poll(self) -> list[Any]:
         try:
-            batches = self.consumer.poll(timeout_ms=500, max_records=self.args.batch)
+            batches = self._batches()
         except Exception as exc:
             kind = self._classify(exc)
             if isinstance(kind, (Fenced, Fatal)):
@@ -357,8 +360,9 @@ class KafkaPythonCopier(_Copier):
         self.producer.close(5)
 
 
-class OncelogCopier(_Copier):
-    """The bundled client (``oncelog.client.sync``); it has no static membership, so ``--instance-id`` is unused."""
+class OncelogCopier(KafkaPythonCopier):
+    """The bundled client (``oncelog.client.sync``), whose API is kafka-python's shape (``poll``, ``abort_and_rewind``
+    are shared); it has no static membership, so ``--instance-id`` is unused."""
 
     def __init__(self, args: Args) -> None:
         from oncelog.client import sync
@@ -396,15 +400,8 @@ class OncelogCopier(_Copier):
             return exc if exc.retriable else Abortable(repr(exc))
         return Fatal(repr(exc))
 
-    def poll(self) -> list[Any]:
-        try:
-            batches = self.consumer.getmany(timeout_ms=500, max_records=self.args.batch)
-        except Exception as exc:
-            kind = self._classify(exc)
-            if isinstance(kind, (Fenced, Fatal)):
-                raise kind from exc
-            return []
-        return [r for records in batches.values() for r in records]
+    def _batches(self) -> dict[Any, list[Any]]:
+        return self.consumer.getmany(timeout_ms=500, max_records=self.args.batch)
 
     def copy(self, records: list[Any]) -> None:
         from oncelog.client.types import TopicPartition
@@ -428,19 +425,6 @@ class OncelogCopier(_Copier):
                 handle.get(0)  # a failed send must not go unnoticed (commit would have failed anyway)
         except Exception as exc:
             raise self._classify(exc) from exc
-
-    def abort_and_rewind(self) -> None:
-        try:
-            self.producer.abort_transaction()
-        except Exception as exc:
-            kind = self._classify(exc)
-            raise (kind if isinstance(kind, Fenced) else Fatal(f"abort failed: {exc!r}")) from exc
-        for tp in self.consumer.assignment():
-            offset = self._retry(lambda tp=tp: self.consumer.committed(tp))
-            if offset is None:
-                self.consumer.seek_to_beginning(tp)
-            else:
-                self.consumer.seek(tp, offset)
 
     def caught_up(self) -> bool:
         from oncelog.client.errors import KafkaError
