@@ -510,9 +510,17 @@ class Connection:
                 queued_out += counted
 
 
-async def serve(context: ServerContext, listener: Listener, *, task_status: trio.TaskStatus[int]) -> None:
+async def serve(
+    context: ServerContext,
+    listener: Listener,
+    accepting: trio.Event | None = None,
+    *,
+    task_status: trio.TaskStatus[int],
+) -> None:
     """Listen on the listener's host:port and serve every connection in this task's nursery; reports the bound
-    port. Raises StartupError naming the listener and its address when it cannot listen there."""
+    port. With ``accepting``, connections wait in the listen backlog until it is set (the port is bound, so nobody
+    mistakes the broker for a dead one). Raises StartupError naming the listener and its address when it cannot
+    listen there."""
     try:
         listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
     except OSError as exc:
@@ -543,6 +551,8 @@ async def serve(context: ServerContext, listener: Listener, *, task_status: trio
         finally:
             connections.discard(connection)
 
+    if accepting is not None:
+        await accepting.wait()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_close_idle, connections, context.config.get_int("connections.max.idle.ms") / 1000)
         for socket_listener in listeners:
