@@ -17,8 +17,8 @@ from support.confluent_io import produce_all
 from support.dataset import make_records
 from support.replication_cluster import ReplicationCluster
 
-from ..conftest import WireClient
-from ..helpers import batch, fetch_body, list_offsets_body, produce_body
+from broker.conftest import WireClient
+from broker.helpers import batch, fetch_body, list_offsets_body, produce_body
 
 TOPIC = "replicated"
 WAIT_S = 20

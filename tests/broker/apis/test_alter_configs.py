@@ -11,8 +11,8 @@ from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import SimpleRecord, encode_batch
 from oncelog.protocol.records.batch import parse_header
 
-from .helpers import batch, create_topic_body, fetch_body, produce_body
-from .test_compaction import FAST_CLEANER, _read_all, _wait_compacted
+from broker.helpers import batch, create_topic_body, fetch_body, produce_body
+from broker.test_compaction import FAST_CLEANER, _read_all, _wait_compacted
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -17,7 +17,7 @@ from oncelog.protocol.internal.transaction_log import (
     encode_txn_log_key,
     encode_txn_log_value,
 )
-from wire_samples import from_hex as h
+from support.wire_samples import from_hex as h
 
 # Key v0: version 0, string "txn-1" with an int16 length.
 KEY = h("0000 0005 74786e2d31")

@@ -7,11 +7,11 @@ import trio
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.consumer_protocol import encode_subscription
 
-from .helpers import create_topic_body
-from .test_group_txn import TXN, _add_offsets, _txn_commit
-from .test_groups import FAST, GROUP, _topic, commit, describe, fetch_offsets
-from .test_offset_delete import _stable_member
-from .test_transactions import _end, _init_ok
+from broker.group.test_group_txn import TXN, _add_offsets, _txn_commit
+from broker.group.test_groups import FAST, GROUP, _topic, commit, describe, fetch_offsets
+from broker.group.test_offset_delete import _stable_member
+from broker.helpers import create_topic_body
+from broker.txn.test_transactions import _end, _init_ok
 
 UNSET = (-1, "", ErrorCode.NONE)
 

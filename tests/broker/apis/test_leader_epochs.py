@@ -16,7 +16,7 @@ from oncelog.protocol.records import SimpleRecord, encode_batch
 from oncelog.protocol.records.batch import iter_headers
 from oncelog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 
-from .helpers import create_topic_body, fetch_body, list_offsets_body, produce_body
+from broker.helpers import create_topic_body, fetch_body, list_offsets_body, produce_body
 
 LATEST = -1
 EARLIEST = -2

@@ -10,8 +10,8 @@ from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import iter_records
 
-from .helpers import batch, create_topic_body, fetch_body, produce_body
-from .test_transactions import READ_COMMITTED, _add, _end, _fetch, _init_ok, _produce_txn, _values
+from broker.helpers import batch, create_topic_body, fetch_body, produce_body
+from broker.txn.test_transactions import READ_COMMITTED, _add, _end, _fetch, _init_ok, _produce_txn, _values
 
 NODE = 1  # node.id default
 MAX_INT32 = 2**31 - 1

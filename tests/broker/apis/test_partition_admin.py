@@ -7,7 +7,7 @@ import pytest
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import ApiKey, ErrorCode
 
-from .helpers import create_topic_body
+from broker.helpers import create_topic_body
 
 NODE = 1  # node.id default
 NOT_NEEDED = (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")

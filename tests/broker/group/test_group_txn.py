@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from oncelog.protocol import ApiKey, ErrorCode
 
-from .test_groups import FAST, GROUP, _topic, fetch_offsets, join, sync
-from .test_transactions import _end, _init_ok
+from broker.group.test_groups import FAST, GROUP, _topic, fetch_offsets, join, sync
+from broker.txn.test_transactions import _end, _init_ok
 
 TXN = "copier"
 
@@ -94,7 +94,7 @@ async def test_plain_commit_after_txn_offsets_wins(start_broker) -> None:
     pid, epoch = await _init_ok(client, TXN)
     await _add_offsets(client, pid, epoch)
     await _txn_commit(client, pid, epoch, {(topic, 0): 5})
-    from .test_groups import commit
+    from broker.group.test_groups import commit
 
     assert await commit(client, {(topic, 0): (8, "plain")}) == {(topic, 0): ErrorCode.NONE}
     await _end(client, pid, epoch, True, TXN)
@@ -127,7 +127,7 @@ async def test_pending_offsets_survive_restart(start_broker, tmp_path) -> None:
 
 
 async def test_offset_delete_drops_pending_offsets_also_after_restart(start_broker, tmp_path) -> None:
-    from .test_offset_delete import delete_offsets
+    from broker.group.test_offset_delete import delete_offsets
 
     broker = await start_broker(tmp_path / "d", **FAST)
     client = await broker.connect()
@@ -147,7 +147,7 @@ async def test_offset_delete_drops_pending_offsets_also_after_restart(start_brok
 
 
 async def test_expiration_waits_for_pending_offsets_of_the_partition(start_broker) -> None:
-    from .test_groups import commit
+    from broker.group.test_groups import commit
 
     broker = await start_broker(**FAST)
     client = await broker.connect()

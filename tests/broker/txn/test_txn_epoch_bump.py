@@ -16,8 +16,8 @@ from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.internal.transaction_log import decode_txn_log_value, encode_txn_log_value
 from oncelog.protocol.records import iter_batches
 
-from .helpers import create_topic_body
-from .test_transactions import READ_COMMITTED, TXN, _add, _fetch, _init_ok, _produce_txn, _values
+from broker.helpers import create_topic_body
+from broker.txn.test_transactions import READ_COMMITTED, TXN, _add, _fetch, _init_ok, _produce_txn, _values
 
 
 async def _end_v5(client, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:

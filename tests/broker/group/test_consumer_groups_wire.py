@@ -8,8 +8,8 @@ import pytest
 import trio
 from oncelog.protocol import ApiKey, ErrorCode
 
-from .helpers import create_topic_body
-from .test_groups import join
+from broker.group.test_groups import join
+from broker.helpers import create_topic_body
 
 GROUP = "cg"
 FAST = {
@@ -347,7 +347,7 @@ async def test_group_survives_a_restart_with_epochs_and_assignments(start_broker
 
 async def test_group_configs_set_heartbeat_interval_and_session_timeout(cbroker) -> None:
     """The GROUP config resource's consumer.heartbeat.interval.ms / consumer.session.timeout.ms apply to the group."""
-    from .test_alter_configs import SET, _alter_group
+    from broker.apis.test_alter_configs import SET, _alter_group
 
     client = await cbroker.connect()
     await _topic(client)
@@ -386,10 +386,10 @@ async def test_static_replacement_survives_a_restart(start_broker, tmp_path) -> 
 async def test_txn_offset_commit_checks_member_epoch(cbroker) -> None:
     """TxnOffsetCommit of a consumer group: the member epoch as generation (ILLEGAL_GENERATION when stale, as
     Kafka's OffsetMetadataManager maps STALE_MEMBER_EPOCH for it), UNKNOWN_MEMBER_ID, pending until the marker."""
-    from .test_group_txn import GROUP as TXN_GROUP
-    from .test_group_txn import TXN, _add_offsets, _txn_commit
-    from .test_groups import fetch_offsets
-    from .test_transactions import _end, _init_ok
+    from broker.group.test_group_txn import GROUP as TXN_GROUP
+    from broker.group.test_group_txn import TXN, _add_offsets, _txn_commit
+    from broker.group.test_groups import fetch_offsets
+    from broker.txn.test_transactions import _end, _init_ok
 
     client = await cbroker.connect()
     await _topic(client)
@@ -412,8 +412,8 @@ async def test_txn_offset_commit_checks_member_epoch(cbroker) -> None:
 async def test_offset_delete_and_expiry_keep_the_subscribed_topics_of_a_consumer_group(cbroker) -> None:
     """Kafka's ConsumerGroup: OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC for its members' topics, and expiry (from
     the commit) spares them; other topics' offsets go."""
-    from .test_groups import fetch_offsets
-    from .test_offset_delete import delete_offsets as _delete
+    from broker.group.test_groups import fetch_offsets
+    from broker.group.test_offset_delete import delete_offsets as _delete
 
     client = await cbroker.connect()
     await _topic(client, "t")

@@ -8,8 +8,8 @@ import trio
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.consumer_protocol import encode_subscription
 
-from .test_groups import FAST, _topic, commit, describe, fetch_offsets, join, sync
-from .test_offset_delete import _stable_member
+from broker.group.test_groups import FAST, _topic, commit, describe, fetch_offsets, join, sync
+from broker.group.test_offset_delete import _stable_member
 
 UNSET = (-1, "", ErrorCode.NONE)
 RETENTION = {"offsets_retention_minutes": "1"}

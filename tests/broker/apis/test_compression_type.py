@@ -8,7 +8,7 @@ from oncelog.protocol.records import iter_records
 from oncelog.protocol.records.batch import iter_headers
 from oncelog.protocol.records.compression import Compression
 
-from .helpers import batch, create_topic_body, fetch_body, produce_body
+from broker.helpers import batch, create_topic_body, fetch_body, produce_body
 
 
 async def _create(client, name: str, **configs: str) -> None:

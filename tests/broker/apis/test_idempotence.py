@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from oncelog.protocol import ApiKey, ErrorCode
 
-from .helpers import batch, create_topic_body, list_offsets_body, produce_body
+from broker.helpers import batch, create_topic_body, list_offsets_body, produce_body
 
 
 async def _init_pid(client) -> tuple[int, int]:

@@ -6,7 +6,7 @@ import pytest
 import trio
 from oncelog.protocol import ApiKey, ErrorCode
 
-from .helpers import create_topic_body
+from broker.helpers import create_topic_body
 
 GROUP = "g1"
 FAST = {"group_initial_rebalance_delay_ms": "0", "group_min_session_timeout_ms": "100"}

@@ -10,7 +10,7 @@ import pytest
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import ApiKey, ErrorCode
 
-from .helpers import batch, create_topic_body, produce_body
+from broker.helpers import batch, create_topic_body, produce_body
 
 
 def _body(topics: dict[str, list[int]] | None) -> dict:

@@ -4,7 +4,7 @@ Not a test. Starts librdkafka's mock cluster through ctypes (the library bundled
 produces with each compression codec (idempotent, with headers, null key/value), then fetches the raw
 partition log with a hand-built Fetch v4 request so the bytes are the producer's, untouched.
 
-    .venv/bin/python tests/protocol_records/gen_librdkafka_fixtures.py
+    .venv/bin/python tests/protocol/records/gen_librdkafka_fixtures.py
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import trio
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import iter_records
 
-from .helpers import batch, create_topic_body, fetch_body, list_offsets_body, produce_body
+from broker.helpers import batch, create_topic_body, fetch_body, list_offsets_body, produce_body
 
 
 async def _produce(client, topic: str, values: list[bytes], partition: int = 0, **kwargs):

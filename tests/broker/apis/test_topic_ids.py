@@ -14,7 +14,7 @@ from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import iter_records
 from oncelog.storage.partition_metadata import kafka_uuid_string
 
-from .helpers import batch, create_topic_body, fetch_body, produce_body
+from broker.helpers import batch, create_topic_body, fetch_body, produce_body
 
 ZERO = uuid.UUID(int=0)
 

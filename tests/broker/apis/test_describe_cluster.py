@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from oncelog.protocol import ApiKey, ErrorCode
 
-from .helpers import create_topic_body
+from broker.helpers import create_topic_body
 
 NODE = 1  # node.id default
 NOT_REQUESTED = -(2**31)

@@ -7,7 +7,7 @@ from oncelog.broker.clock import now_ms
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import iter_batches
 
-from .helpers import batch, create_topic_body, fetch_body, list_offsets_body
+from broker.helpers import batch, create_topic_body, fetch_body, list_offsets_body
 
 TXN = "txn-1"
 READ_COMMITTED = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.consumer_protocol import encode_subscription
 
-from .test_groups import FAST, _topic, commit, describe, fetch_offsets, join, sync
+from broker.group.test_groups import FAST, _topic, commit, describe, fetch_offsets, join, sync
 
 UNSET = (-1, "", ErrorCode.NONE)
 

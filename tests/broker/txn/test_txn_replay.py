@@ -7,7 +7,7 @@ CompleteCommit/CompleteAbort state (NONE for the same decision, INVALID_TXN_STAT
 concurrent duplicates are serialised and produce one marker per partition; a duplicate answered before the next
 transaction begins leaves that transaction untouched. A replay that is delivered only after the producer's next
 AddPartitionsToTxn is indistinguishable from that transaction's own EndTxn and ends it, exactly as in Kafka with
-transaction version 1; EndTxn v5 closes this (tests/broker/test_txn_epoch_bump.py, docs/FAULTS.md).
+transaction version 1; EndTxn v5 closes this (tests/broker/txn/test_txn_epoch_bump.py, docs/FAULTS.md).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import trio
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import iter_batches
 
-from .helpers import create_topic_body
-from .test_transactions import READ_COMMITTED, TXN, _add, _end, _fetch, _init_ok, _produce_txn, _values
+from broker.helpers import create_topic_body
+from broker.txn.test_transactions import READ_COMMITTED, TXN, _add, _end, _fetch, _init_ok, _produce_txn, _values
 
 
 async def _state(client) -> str:

@@ -10,9 +10,9 @@ from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import iter_records
 
-from .helpers import batch, create_topic_body, fetch_body, list_offsets_body, produce_body
-from .test_idempotence import _init_pid
-from .test_transactions import READ_COMMITTED, _add, _end, _init_ok, _produce_txn, _values
+from broker.apis.test_idempotence import _init_pid
+from broker.helpers import batch, create_topic_body, fetch_body, list_offsets_body, produce_body
+from broker.txn.test_transactions import READ_COMMITTED, _add, _end, _init_ok, _produce_txn, _values
 
 EARLIEST, LATEST = -2, -1
 HIGH_WATERMARK = -1
