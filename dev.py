@@ -2,8 +2,9 @@
 """Developer entry point that needs only python3: it builds the environment itself, then runs the command.
 
     python3 dev.py broker [oncelog broker options]   start a broker (127.0.0.1:9092, data in ./oncelog-data)
-    python3 dev.py test [pytest args]                install test tools (kcat, Node.js via apt-get when missing;
-                                                     kafkajs via npm), lint, test
+    python3 dev.py test [pytest args]                install test tools (kcat, Node.js, a JDK and Maven via
+                                                     apt-get when missing; kafkajs via npm; Apache Kafka's jars
+                                                     via Maven), lint, test
     python3 dev.py sync [EXTRA ...]                  add extras of pyproject.toml (bench, spark, test) to .venv
     python3 dev.py uv [uv args]                      run the uv this file uses (e.g. uv build --wheel)
 
@@ -73,9 +74,16 @@ def sync(extras: list[str]) -> None:
 
 
 def ensure_system_packages() -> None:
-    """kcat, Node.js (with npm) and etcd (with etcdctl) are test-only system tools; install the missing ones from
-    Debian's packages."""
-    tools = (("kcat", "kcat"), ("npm", "npm"), ("etcd", "etcd-server"), ("etcdctl", "etcd-client"))
+    """kcat, Node.js (with npm), etcd (with etcdctl), a JDK and Maven are test-only system tools; install the missing
+    ones from Debian's packages."""
+    tools = (
+        ("kcat", "kcat"),
+        ("npm", "npm"),
+        ("etcd", "etcd-server"),
+        ("etcdctl", "etcd-client"),
+        ("javac", "default-jdk-headless"),
+        ("mvn", "maven"),
+    )
     missing = [package for tool, package in tools if not shutil.which(tool)]
     if not missing:
         return
@@ -93,6 +101,12 @@ def ensure_node_packages() -> None:
         return
     run(["npm", "ci", "--no-audit", "--no-fund"], cwd=KAFKAJS)
     stamp.write_text(lock)
+
+
+def ensure_java_packages() -> None:
+    """Build the Java check programs and fetch Apache Kafka's jars at the version java/pom.xml pins (a no-op when
+    nothing changed since the last build; see tests/support/kafka_jars.py)."""
+    run([sys.executable, str(ROOT / "tests" / "support" / "kafka_jars.py")])
 
 
 def main() -> int:
@@ -114,6 +128,7 @@ def main() -> int:
         os.execv(str(VENV / "bin" / "oncelog"), ["oncelog", "broker", *args])
     ensure_system_packages()
     ensure_node_packages()
+    ensure_java_packages()
     sync(["test"])
     run([str(VENV / "bin" / "ruff"), "check", "."])
     run([str(VENV / "bin" / "ruff"), "format", "--check", "."])

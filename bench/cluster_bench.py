@@ -1,4 +1,4 @@
-"""Cluster benchmarks (C1-C3 of ``bench/run.py``) on etcd and three broker processes on loopback, driven by
+"""Cluster benchmarks (C1-C5 of ``bench/run.py``) on etcd and three broker processes on loopback, driven by
 confluent-kafka (librdkafka):
 
 - C1: acks=all throughput of a topic with replication factor 3 against one with factor 1, same cluster, same
@@ -6,7 +6,11 @@ confluent-kafka (librdkafka):
 - C2: failover time: from a leader's SIGKILL until an acks=all idempotent producer that keeps sending gets its next
   acknowledgement (from the new leader), over several kills;
 - C3: produce pause during a controlled shutdown (SIGTERM of the leader): the longest gap between two consecutive
-  acknowledgements while it moves its leaderships away and stops.
+  acknowledgements while it moves its leaderships away and stops;
+- C4: transaction coordinator failover: from the SIGKILL of the broker coordinating a transactional producer's id
+  until that producer (committing one small transaction after another) commits a transaction begun after the kill;
+- C5: transactional throughput (a commit every 100 ms, as P3) into a topic with replication factor 3 against one
+  with factor 1, alternating rounds (median of each).
 
 Every broker fsyncs before acknowledging (oncelog's default), followers too.
 """
@@ -19,11 +23,13 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewTopic
+from oncelog.protocol.internal.java_hash import partition_for_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.cluster import Cluster
@@ -31,6 +37,11 @@ from support.cluster import Cluster
 VALUE = b"x" * 100
 #: One record every this many seconds while C2 and C3 watch for the pause.
 SEND_INTERVAL_S = 0.002
+#: C5 commits a transaction this often (P3's interval).
+TXN_COMMIT_INTERVAL_S = 0.100
+TXN_STATE = "__transaction_state"
+#: ``transaction.state.log.num.partitions``
+TXN_STATE_PARTITIONS = 50
 
 
 @dataclass
@@ -77,30 +88,49 @@ def _led(topic: object) -> bool:
     return all(p.leader > 0 for p in topic.partitions.values())  # type: ignore[attr-defined]
 
 
+def _send(producer: Producer, topic: str, partition: int) -> None:
+    """Produce one record, serving delivery reports while the local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, VALUE, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
 def _produce_timed(bootstrap: str, topic: str, records: int) -> float:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     started = time.perf_counter()
     for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, VALUE, partition=i % 3)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        _send(producer, topic, i % 3)
     assert producer.flush(120) == 0
     return records / (time.perf_counter() - started)
 
 
-def throughput(records: int, rounds: int) -> ThroughputResult:
-    """C1: acks=all records/s, replication factor 3 vs 1."""
+def _rf3_vs_rf1(records: int, rounds: int, timed: Callable[[str, str, int], float], prefix: str) -> ThroughputResult:
+    """``timed(bootstrap, topic, records)`` (records/s) alternating between a factor-1 and a factor-3 topic."""
     result = ThroughputResult(records)
     with Cluster(3) as cluster:
-        _create(cluster, "rf1", 3, 1)
-        _create(cluster, "rf3", 3, 3)
+        _create(cluster, f"{prefix}rf1", 3, 1)
+        _create(cluster, f"{prefix}rf3", 3, 3)
         for _ in range(rounds):
-            result.rf1_records_per_s.append(_produce_timed(cluster.bootstrap, "rf1", records))
-            result.rf3_records_per_s.append(_produce_timed(cluster.bootstrap, "rf3", records))
+            result.rf1_records_per_s.append(timed(cluster.bootstrap, f"{prefix}rf1", records))
+            result.rf3_records_per_s.append(timed(cluster.bootstrap, f"{prefix}rf3", records))
     return result
+
+
+def throughput(records: int, rounds: int) -> ThroughputResult:
+    """C1: acks=all records/s, replication factor 3 vs 1."""
+    return _rf3_vs_rf1(records, rounds, _produce_timed, "")
+
+
+def _wait_growth(items: list[tuple[float, float]], count: int, timeout_s: float, failure: str) -> None:
+    """Wait until another thread has appended ``count`` more items (AssertionError ``failure`` after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    start = len(items)
+    while len(items) < start + count:
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.01)
 
 
 class _Pacer:
@@ -140,11 +170,7 @@ class _Pacer:
         self._producer.flush(60)
 
     def wait_acks(self, count: int, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        start = len(self.acked)
-        while len(self.acked) < start + count:
-            assert time.monotonic() < deadline, "no acknowledgements"
-            time.sleep(0.01)
+        _wait_growth(self.acked, count, timeout_s, "no acknowledgements")
 
 
 def _leader(cluster: Cluster, topic: str) -> int:
@@ -207,6 +233,158 @@ def controlled_shutdown_pause(trials: int) -> PauseResult:
     return result
 
 
+def _transactional_timed(bootstrap: str, topic: str, records: int) -> float:
+    """Records/s sent in transactions committed every TXN_COMMIT_INTERVAL_S, first send to last commit."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"c5-{uuid.uuid4().hex}", "linger.ms": 5})
+    producer.init_transactions(60)
+    started = time.perf_counter()
+    producer.begin_transaction()
+    txn_started = started
+    for i in range(records):
+        _send(producer, topic, i % 3)
+        producer.poll(0)
+        if time.perf_counter() - txn_started >= TXN_COMMIT_INTERVAL_S:
+            producer.commit_transaction(120)
+            producer.begin_transaction()
+            txn_started = time.perf_counter()
+    producer.commit_transaction(120)
+    return records / (time.perf_counter() - started)
+
+
+def transactional_throughput(records: int, rounds: int) -> ThroughputResult:
+    """C5: transactional records/s, replication factor 3 vs 1 (``__transaction_state`` has factor 3 in both)."""
+    return _rf3_vs_rf1(records, rounds, _transactional_timed, "txn-")
+
+
+@dataclass
+class CoordinatorFailoverResult:
+    """C4: per kill, seconds until a transaction begun after it committed; and what the producer went through."""
+
+    seconds: list[float] = field(default_factory=list)
+    #: Per kill: commit_transaction calls that failed retriably (retried), transactions aborted, producers replaced.
+    retried: list[int] = field(default_factory=list)
+    aborted: list[int] = field(default_factory=list)
+    replaced: list[int] = field(default_factory=list)
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def worst(self) -> float:
+        return max(self.seconds)
+
+
+class _Committer:
+    """One transactional producer committing a one-record transaction after another (across the topic's partitions)
+    in a thread; keeps (began, committed) monotonic times of every commit and counts what went wrong."""
+
+    def __init__(self, bootstrap: str, topic: str, transactional_id: str) -> None:
+        self.commits: list[tuple[float, float]] = []
+        self.retried = self.aborted = self.replaced = 0
+        self._bootstrap, self._topic, self._id = bootstrap, topic, transactional_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _producer(self) -> Producer:
+        producer = Producer(
+            {"bootstrap.servers": self._bootstrap, "transactional.id": self._id, "transaction.timeout.ms": 30000}
+        )
+        while True:
+            try:
+                producer.init_transactions(30)
+                return producer
+            except KafkaException as exc:
+                if exc.args[0].fatal():
+                    producer = Producer({"bootstrap.servers": self._bootstrap, "transactional.id": self._id})
+                time.sleep(0.05)
+
+    def _run(self) -> None:
+        producer = self._producer()
+        for i in itertools.count():
+            if self._stop.is_set():
+                return
+            began = time.monotonic()
+            try:
+                producer.begin_transaction()
+                producer.produce(self._topic, VALUE, partition=i % 3)
+                while True:
+                    try:
+                        producer.commit_transaction(30)
+                        break
+                    except KafkaException as exc:
+                        if not exc.args[0].retriable():
+                            raise
+                        self.retried += 1
+                self.commits.append((began, time.monotonic()))
+            except KafkaException as exc:
+                if exc.args[0].txn_requires_abort():
+                    self.aborted += 1
+                    try:
+                        producer.abort_transaction(30)
+                        continue
+                    except KafkaException:
+                        pass
+                self.replaced += 1
+                producer = self._producer()
+
+    def __enter__(self) -> _Committer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+    def wait_commits(self, count: int, timeout_s: float = 120) -> None:
+        _wait_growth(self.commits, count, timeout_s, "no commits")
+
+
+def _coordinator(cluster: Cluster, transactional_id: str) -> int:
+    md = cluster.wait_for(
+        lambda md: (
+            TXN_STATE in md.topics
+            and len(md.topics[TXN_STATE].partitions) == TXN_STATE_PARTITIONS
+            and all(p.leader > 0 for p in md.topics[TXN_STATE].partitions.values())
+        ),
+        "every __transaction_state partition led",
+        60,
+    )
+    return md.topics[TXN_STATE].partitions[partition_for_key(transactional_id, TXN_STATE_PARTITIONS)].leader
+
+
+def coordinator_failover(trials: int) -> CoordinatorFailoverResult:
+    """C4: seconds from the SIGKILL of a transactional id's coordinator until its producer commits a transaction
+    begun after the kill."""
+    result = CoordinatorFailoverResult()
+    with Cluster(3) as cluster:
+        topic = f"txn-failover-{uuid.uuid4().hex[:6]}"
+        _create(cluster, topic, 3, 3)
+        transactional_id = f"c4-{uuid.uuid4().hex[:6]}"
+        with _Committer(cluster.bootstrap, topic, transactional_id) as committer:
+            for _ in range(trials):
+                committer.wait_commits(20)
+                victim = _coordinator(cluster, transactional_id)
+                retried, aborted, replaced = committer.retried, committer.aborted, committer.replaced
+                killed = time.monotonic()
+                cluster.brokers[victim].kill()
+                while not any(began > killed for began, _ in committer.commits):
+                    time.sleep(0.01)
+                result.seconds.append(min(done for began, done in committer.commits if began > killed) - killed)
+                result.retried.append(committer.retried - retried)
+                result.aborted.append(committer.aborted - aborted)
+                result.replaced.append(committer.replaced - replaced)
+                cluster.brokers[victim].start()
+                cluster.wait_for(
+                    lambda md, victim=victim: (
+                        victim in md.brokers and all(victim in p.isrs for p in md.topics[topic].partitions.values())
+                    ),
+                    f"broker {victim} back in sync",
+                    60,
+                )
+    return result
+
+
 if __name__ == "__main__":
     c1 = throughput(100_000, 3)
     print(f"C1 rf3/rf1 {c1.ratio:.3f} ({c1})")
@@ -216,3 +394,7 @@ if __name__ == "__main__":
         print(f"   new leader in Metadata after {c2.leader_moved_seconds}")
     c3 = controlled_shutdown_pause(3)
     print(f"C3 pause p50 {c3.p50:.3f} s worst {c3.worst:.3f} s: {c3.seconds}")
+    c4 = coordinator_failover(5)
+    print(f"C4 coordinator failover p50 {c4.p50:.2f} s worst {c4.worst:.2f} s: {c4}")
+    c5 = transactional_throughput(50_000, 3)
+    print(f"C5 transactional rf3/rf1 {c5.ratio:.3f} ({c5})")

@@ -21,6 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from bench import produce_bench
 from bench.txn_bench import create_topic
 from tests.support.broker import BrokerProcess
+from tests.support.kafka_peer import KafkaPeer
 from tests.support.mock_cluster import MockCluster
 
 TOPIC = produce_bench.TOPIC
@@ -63,13 +64,23 @@ def consume(bootstrap: str, n: int) -> float:
 
 def bench_oncelog(n: int) -> ConsumeResult:
     with BrokerProcess() as broker:
-        create_topic(broker.bootstrap, TOPIC, 1)
-        produce_bench.produce(broker.bootstrap, n, conf=PREFILL_CONF)
-        consume(broker.bootstrap, min(n, 10_000))  # warm-up: codecs, caches
-        cpu0 = broker.cpu_seconds()
-        secs = consume(broker.bootstrap, n)
-        cpu = broker.cpu_seconds() - cpu0
-    return ConsumeResult("oncelog", n, secs, n / secs, cpu)
+        return _bench_broker("oncelog", broker, n)
+
+
+def bench_kafka(n: int) -> ConsumeResult:
+    """The same against Apache Kafka, prefilled with an fsync per append as oncelog is (reads do not fsync)."""
+    with KafkaPeer(fsync=True) as kafka:
+        return _bench_broker("kafka", kafka, n)
+
+
+def _bench_broker(peer: str, broker: BrokerProcess | KafkaPeer, n: int) -> ConsumeResult:
+    create_topic(broker.bootstrap, TOPIC, 1)
+    produce_bench.produce(broker.bootstrap, n, conf=PREFILL_CONF)
+    consume(broker.bootstrap, min(n, 10_000))  # warm-up: codecs, caches
+    cpu0 = broker.cpu_seconds()
+    secs = consume(broker.bootstrap, n)
+    cpu = broker.cpu_seconds() - cpu0
+    return ConsumeResult(peer, n, secs, n / secs, cpu)
 
 
 def bench_mock(n: int) -> ConsumeResult:

@@ -2,7 +2,8 @@
 
 The client is ``wire_pump`` (pre-built batches, pipelined on one connection), so the figure is the broker's append
 rate rather than a client's produce loop. Run once in page-cache mode (log.flush.interval.messages = Long.MAX) and
-once in fsync-before-ack mode (oncelog's default).
+once in fsync-before-ack mode (oncelog's default); ``run_kafka`` does the same against Apache Kafka
+(``tests/support/kafka_peer.py``) in the same durability.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from oncelog.storage.config import LONG_MAX
 from bench import wire_pump
 from bench.txn_bench import create_topic
 from tests.support.broker import BrokerProcess
+from tests.support.kafka_peer import KafkaPeer
 from tests.support.wire import Record, encode_batch
 
 TOPIC = "bench-p2"
@@ -53,13 +55,24 @@ def make_batch() -> bytes:
 def run(mode: str, total_bytes: int) -> LogWriteResult:
     """Start a broker in ``mode`` ("pagecache" or "fsync"), warm it up, then time ``total_bytes`` of batches."""
     settings = PAGECACHE_SETTINGS if mode == "pagecache" else {}
+    with BrokerProcess(settings=settings) as broker:
+        return _pump(broker, mode, total_bytes)
+
+
+def run_kafka(mode: str, total_bytes: int) -> LogWriteResult:
+    """``run`` against Apache Kafka: ``log.flush.interval.messages=1`` for "fsync", Kafka's default for "pagecache"."""
+    with KafkaPeer(fsync=mode == "fsync") as kafka:
+        return _pump(kafka, mode, total_bytes)
+
+
+def _pump(broker: BrokerProcess | KafkaPeer, mode: str, total_bytes: int) -> LogWriteResult:
+    """Create the topic, warm up, then time ``total_bytes`` of batches into ``broker``."""
     batch = make_batch()
     body = wire_pump.produce_body(TOPIC, 0, batch)
     count = max(1, total_bytes // len(batch))
-    with BrokerProcess(settings=settings) as broker:
-        create_topic(broker.bootstrap, TOPIC, 1)
-        wire_pump.pump(broker.bootstrap, wire_pump.repeat(body, len(batch), min(64, count)), inflight=INFLIGHT)
-        cpu0 = broker.cpu_seconds()
-        res = wire_pump.pump(broker.bootstrap, wire_pump.repeat(body, len(batch), count), inflight=INFLIGHT)
-        cpu = broker.cpu_seconds() - cpu0
+    create_topic(broker.bootstrap, TOPIC, 1)
+    wire_pump.pump(broker.bootstrap, wire_pump.repeat(body, len(batch), min(64, count)), inflight=INFLIGHT)
+    cpu0 = broker.cpu_seconds()
+    res = wire_pump.pump(broker.bootstrap, wire_pump.repeat(body, len(batch), count), inflight=INFLIGHT)
+    cpu = broker.cpu_seconds() - cpu0
     return LogWriteResult(mode, res.requests, res.batch_bytes, res.seconds, res.mb_per_s, cpu)

@@ -13,9 +13,13 @@ from dataclasses import dataclass
 GOALS: dict[str, tuple[str, float]] = {
     "P1_produce_ratio_vs_mock": (">=", 1.0),
     "P1_broker_cpu_s_per_million": ("", 0.0),
+    "P1_produce_ratio_vs_kafka": ("", 0.0),  # context (issue 30): Apache Kafka, fsync per append as oncelog
     "P2_mb_s_pagecache": (">=", 1000.0),
     "P2_mb_s_fsync": (">=", 600.0),
+    "P2_kafka_mb_s_pagecache": ("", 0.0),  # context (issue 30): Apache Kafka, same pump, same mode
+    "P2_kafka_mb_s_fsync": ("", 0.0),
     "P3_txn_vs_idempotent": (">=", 0.98),
+    "P3_kafka_txn_vs_idempotent": ("", 0.0),  # context (issue 30)
     "P4_commit_p50_ms": ("<=", 2.0),
     "P4_commit_p99_ms": ("<=", 10.0),
     "P4_commits_per_s": (">=", 3000.0),
@@ -23,7 +27,10 @@ GOALS: dict[str, tuple[str, float]] = {
     "P4_broker_cpu_budget_us_per_commit": ("", 0.0),  # context: the CPU left per commit at the goal rate
     "P5_e2e_p50_ms": ("<=", 2.0),
     "P5_e2e_p99_ms": ("<=", 10.0),
+    "P5_kafka_e2e_p50_ms": ("", 0.0),  # context (issue 30)
+    "P5_kafka_e2e_p99_ms": ("", 0.0),
     "P6_consume_ratio_vs_mock": (">=", 1.0),
+    "P6_consume_ratio_vs_kafka": ("", 0.0),  # context (issue 30)
     "P7_restart_s": ("<=", 5.0),
     "P9_throughput_ratio_1000_vs_1": (">=", 0.8),
     "P9_pagecache_throughput_ratio": ("", 0.0),  # context: the same without an fsync per request
@@ -31,6 +38,8 @@ GOALS: dict[str, tuple[str, float]] = {
     "C1_rf3_vs_rf1_acks_all": (">=", 0.7),
     "C2_failover_p50_s": ("<=", 3.0),
     "C3_controlled_shutdown_pause_s": ("<=", 0.5),
+    "C4_txn_coordinator_failover_p50_s": ("<=", 3.0),  # issue 25
+    "C5_txn_rf3_vs_rf1": (">=", 0.7),  # issue 25
     "P10_delay_forward_rec_s": (">=", 50000.0),  # issue 26
     "P10_delay_lateness_p99_ms": ("<=", 1000.0),  # issue 26: at 10,000 delayed records/s
 }

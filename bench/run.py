@@ -1,6 +1,10 @@
 """oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster", and
-C1-C3 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown), and
-P10, delayed delivery (issue 26).
+C1-C5 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown,
+transaction coordinator failover, transactional replication factor 3 vs 1), and P10, delayed delivery (issue 26).
+Apache Kafka itself (issue 30: ``tests/support/kafka_peer.py``, a single-node KRaft broker from the jars
+``java/pom.xml`` pins, fetched with Maven when missing) runs beside the mock in P1, P2, P3, P5 and P6 with the same
+client in the same run and the same durability as the oncelog figure it is compared with (fsync per append:
+``log.flush.interval.messages=1``; page cache: Kafka's default); ``--no-kafka`` leaves it out.
 
 Starts its own brokers (subprocesses on free 127.0.0.1 ports, temporary data dirs) and librdkafka's in-process mock
 cluster, and prints one table: every figure with its goal, met/MISS, and the peer or machine limit measured in the
@@ -8,6 +12,7 @@ same run beside it. Machine limits (sequential write with and without fdatasync,
 are measured first when P2, P3, P4 or P5 runs.
 
 Usage: python bench/run.py [--quick] [--only P1,P5] [--records N] [--json PATH] [--plot PNG] [--profile DIR]
+                           [--no-kafka]
 
 ``--quick`` (about 4 minutes on 2 cores) scales every benchmark down (P7 to 256 MiB and 2,000 producer ids) and
 says so in the output. ``--records`` overrides the record count of P1, P3, P6 and P9.
@@ -16,6 +21,7 @@ says so in the output. ``--records`` overrides the record count of P1, P3, P6 an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -45,10 +51,12 @@ from bench import (  # noqa: E402
     txn_bench,
 )
 from bench.report import Line, fmt, table, to_json  # noqa: E402
+from tests.support import kafka_jars  # noqa: E402
 from tests.support.broker import BrokerProcess  # noqa: E402
+from tests.support.kafka_peer import KafkaPeer  # noqa: E402
 from tests.support.mock_cluster import MockCluster  # noqa: E402
 
-BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3")
+BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3", "C4", "C5")
 MIB = 1 << 20
 
 
@@ -71,7 +79,8 @@ class Sizes:
     rounds: int  # alternating rounds of P1, P3 and P9 (medians are reported)
     p9_partitions: int = 1000
     c1_records: int = 200_000  # per round, replication factor 1 and 3 alternating
-    cluster_trials: int = 5  # C2 leader kills, C3 controlled shutdowns
+    cluster_trials: int = 5  # C2 leader kills, C3 controlled shutdowns, C4 coordinator kills
+    c5_records: int = 50_000  # per round, transactional, replication factor 1 and 3 alternating
     p10_records: int = 200_000  # P10: records forwarded at once
     p10_rate: int = 10_000  # P10: delayed records per second offered for the lateness figure
     p10_seconds: float = 10.0
@@ -94,6 +103,7 @@ QUICK = Sizes(
     3,
     c1_records=50_000,
     cluster_trials=3,
+    c5_records=20_000,
 )
 
 
@@ -106,6 +116,7 @@ class Run:
     disk: machine.DiskFigures | None = None
     loopback_mb_s: float | None = None
     runtime: runtime.RuntimeFigures | None = None
+    kafka: bool = True  # Apache Kafka beside the mock in P1, P2, P3, P5 and P6 (issue 30)
 
     def add(self, *lines: Line) -> None:
         self.lines.extend(lines)
@@ -153,22 +164,39 @@ def bench_machine(r: Run) -> None:
 
 
 def bench_p1(r: Run) -> None:
-    """Both peers up at once; after a warm-up, alternating rounds (so drift hits both alike); medians."""
+    """Every peer up at once; after a warm-up, alternating rounds (so drift hits all alike); medians. Kafka fsyncs
+    every append, as oncelog does by default."""
     n, rounds = r.sizes.p1_records, r.sizes.rounds
-    with BrokerProcess() as broker, MockCluster(1) as mock:
+    with contextlib.ExitStack() as peers:
+        broker = peers.enter_context(BrokerProcess())
+        mock = peers.enter_context(MockCluster(1))
+        kafka = peers.enter_context(KafkaPeer(fsync=True)) if r.kafka else None
         txn_bench.create_topic(broker.bootstrap, produce_bench.TOPIC, 1)
         mock.create_topic(produce_bench.TOPIC, 1)
-        for peer in (broker.bootstrap, mock.bootstrap):
+        others = [mock.bootstrap]
+        if kafka is not None:
+            txn_bench.create_topic(kafka.bootstrap, produce_bench.TOPIC, 1)
+            others.append(kafka.bootstrap)
+        for peer in (broker.bootstrap, *others):
             produce_bench.produce(peer, produce_bench.warmup_records(n))
-        one_s, mock_s, cpu = [], [], []
+        one_s, mock_s, kafka_s, cpu = [], [], [], []
         for _ in range(rounds):
             cpu0 = broker.cpu_seconds()
             one_s.append(produce_bench.produce(broker.bootstrap, n))
             cpu.append(broker.cpu_seconds() - cpu0)
             mock_s.append(produce_bench.produce(mock.bootstrap, n))
+            if kafka is not None:
+                kafka_s.append(produce_bench.produce(kafka.bootstrap, n))
     one_rate, mock_rate = n / statistics.median(one_s), n / statistics.median(mock_s)
     cpu_per_m = statistics.median(cpu) * 1_000_000 / n
-    r.details["P1"] = {"records": n, "rounds": rounds, "oncelog_s": one_s, "mock_s": mock_s, "broker_cpu_s": cpu}
+    r.details["P1"] = {
+        "records": n,
+        "rounds": rounds,
+        "oncelog_s": one_s,
+        "mock_s": mock_s,
+        "kafka_s": kafka_s,
+        "broker_cpu_s": cpu,
+    }
     beside = f"oncelog {one_rate:,.0f} rec/s, mock {mock_rate:,.0f} rec/s ({n:,} x 100 B, median of {rounds})"
     r.add(
         Line("P1", "produce rec/s oncelog / mock", one_rate / mock_rate, ".3f", beside, "P1_produce_ratio_vs_mock"),
@@ -181,13 +209,27 @@ def bench_p1(r: Run) -> None:
             "P1_broker_cpu_s_per_million",
         ),
     )
+    if kafka_s:
+        kafka_rate = n / statistics.median(kafka_s)
+        r.add(
+            Line(
+                "P1",
+                "produce rec/s oncelog / Kafka (fsync/append)",
+                one_rate / kafka_rate,
+                ".3f",
+                f"Kafka {kafka_jars.kafka_version()} {kafka_rate:,.0f} rec/s",
+                "P1_produce_ratio_vs_kafka",
+            )
+        )
 
 
 def bench_p2(r: Run) -> None:
     size = r.sizes.p2_bytes
     page = log_write_bench.run("pagecache", size)
     fsync = log_write_bench.run("fsync", size)
+    kafka = {mode: log_write_bench.run_kafka(mode, size) for mode in ("pagecache", "fsync")} if r.kafka else {}
     r.details["P2"] = {"pagecache": asdict(page), "fsync": asdict(fsync)}
+    r.details["P2"].update({f"kafka_{mode}": asdict(result) for mode, result in kafka.items()})
     d, lo = r.disk, r.loopback_mb_s
     lim = "" if d is None or lo is None else f"; loopback {lo:,.0f} MB/s"
     r.add(
@@ -216,6 +258,19 @@ def bench_p2(r: Run) -> None:
             "P2_mb_s_fsync",
         ),
     )
+    for mode, label in (("pagecache", "page-cache mode"), ("fsync", "fsync/append")):
+        if mode in kafka:
+            ours = page if mode == "pagecache" else fsync
+            r.add(
+                Line(
+                    "P2",
+                    f"Kafka MB/s into the log, {label}",
+                    kafka[mode].mb_s,
+                    ",.0f",
+                    f"oncelog / Kafka {ours.mb_s / kafka[mode].mb_s:.3f}; Kafka CPU {kafka[mode].broker_cpu_s:.1f} s",
+                    f"P2_kafka_mb_s_{mode}",
+                )
+            )
 
 
 @dataclass(frozen=True)
@@ -289,10 +344,16 @@ def bench_p3(r: Run) -> None:
     with MockCluster(1) as mock:
         mock.create_topic(txn_bench.P3_TOPIC, 1)
         peer = _p3(mock.bootstrap, n, rounds)
+    kafka = None
+    if r.kafka:
+        with KafkaPeer(fsync=True) as kafka_peer:
+            txn_bench.create_topic(kafka_peer.bootstrap, txn_bench.P3_TOPIC, 1)
+            kafka = _p3(kafka_peer.bootstrap, n, rounds)
     ceiling = p3_ceiling(r, peer.commit_pause_p50_ms)
     r.details["P3"] = {
         "oncelog": ours.summary(),
         "mock": peer.summary(),
+        "kafka": kafka.summary() if kafka else None,
         **({"ceiling": ceiling} if ceiling is not None else {}),
     }
     ceiling_text = (
@@ -330,6 +391,19 @@ def bench_p3(r: Run) -> None:
             f"(mock {peer_flush_ms:.2f} + {peer_end_ms:.2f})",
         ),
     )
+    if kafka is not None:
+        kafka_flush_ms, kafka_end_ms = kafka.pause_p50_ms()
+        r.add(
+            Line(
+                "P3",
+                "Kafka (fsync/append): txn / idempotent rec/s",
+                kafka.ratio,
+                ".3f",
+                f"Kafka {n / kafka.transactional.seconds:,.0f} vs {n / kafka.idempotent_s:,.0f} rec/s; paused share "
+                f"{kafka.paused_share:.3f}; per commit p50: flush {kafka_flush_ms:.2f} + EndTxn {kafka_end_ms:.2f} ms",
+                "P3_kafka_txn_vs_idempotent",
+            )
+        )
 
 
 def _per_fsync_ms(r: Run) -> float:
@@ -516,14 +590,14 @@ def bench_p5(r: Run) -> None:
     with MockCluster(1) as mock:
         mock.create_topic(e2e_bench.TOPIC, 1)
         mock_res = e2e_bench.run(mock.bootstrap, s.p5_rate, s.p5_seconds)
-    r.samples[f"P5 end-to-end latency ({s.p5_rate:,} msg/s)"] = {
-        "oncelog": one.latencies_ms,
-        "mock": mock_res.latencies_ms,
-    }
-    r.details["P5"] = {
-        k: {f: v for f, v in asdict(x).items() if f != "latencies_ms"}
-        for k, x in (("oncelog", one), ("mock", mock_res))
-    }
+    kafka = None
+    if r.kafka:
+        with KafkaPeer(fsync=True) as kafka_peer:
+            txn_bench.create_topic(kafka_peer.bootstrap, e2e_bench.TOPIC, 1)
+            kafka = e2e_bench.run(kafka_peer.bootstrap, s.p5_rate, s.p5_seconds)
+    results = {"oncelog": one, "mock": mock_res, **({"kafka": kafka} if kafka else {})}
+    r.samples[f"P5 end-to-end latency ({s.p5_rate:,} msg/s)"] = {k: x.latencies_ms for k, x in results.items()}
+    r.details["P5"] = {k: {f: v for f, v in asdict(x).items() if f != "latencies_ms"} for k, x in results.items()}
     r.add(
         Line(
             "P5",
@@ -542,13 +616,26 @@ def bench_p5(r: Run) -> None:
             "P5_e2e_p99_ms",
         ),
     )
+    if kafka is not None:
+        r.add(
+            Line(
+                "P5",
+                "Kafka (fsync/append) e2e p50 ms",
+                kafka.p50_ms,
+                ".2f",
+                f"p99 {kafka.p99_ms:.2f} ms, max {kafka.max_ms:.1f} ms; same producer and read_committed consumer",
+                "P5_kafka_e2e_p50_ms",
+            ),
+            Line("P5", "Kafka (fsync/append) e2e p99 ms", kafka.p99_ms, ".2f", "", "P5_kafka_e2e_p99_ms"),
+        )
 
 
 def bench_p6(r: Run) -> None:
     n = r.sizes.p6_records
     one = consume_bench.bench_oncelog(n)
     mock = consume_bench.bench_mock(n)
-    r.details["P6"] = {"oncelog": asdict(one), "mock": asdict(mock)}
+    kafka = consume_bench.bench_kafka(n) if r.kafka else None
+    r.details["P6"] = {"oncelog": asdict(one), "mock": asdict(mock), "kafka": asdict(kafka) if kafka else None}
     r.add(
         Line(
             "P6",
@@ -559,6 +646,18 @@ def bench_p6(r: Run) -> None:
             "P6_consume_ratio_vs_mock",
         ),
     )
+    if kafka is not None:
+        r.add(
+            Line(
+                "P6",
+                "read_committed consume rec/s oncelog / Kafka",
+                one.records_per_s / kafka.records_per_s,
+                ".3f",
+                f"Kafka {kafka.records_per_s:,.0f} rec/s; Kafka CPU {kafka.broker_cpu_s:.2f} s, "
+                f"oncelog {one.broker_cpu_s:.2f} s",
+                "P6_consume_ratio_vs_kafka",
+            )
+        )
 
 
 def bench_p7(r: Run, quick: bool) -> None:
@@ -695,6 +794,38 @@ def bench_c3(r: Run) -> None:
     )
 
 
+def bench_c4(r: Run) -> None:
+    res = cluster_bench.coordinator_failover(r.sizes.cluster_trials)
+    r.details["C4"] = asdict(res)
+    r.add(
+        Line(
+            "C4",
+            "txn coordinator SIGKILL to next commit s, p50",
+            res.p50,
+            ".2f",
+            f"worst {res.worst:.2f} s over {len(res.seconds)} kills; retried commits {res.retried}, "
+            f"aborted {res.aborted}, new producers {res.replaced}",
+            "C4_txn_coordinator_failover_p50_s",
+        )
+    )
+
+
+def bench_c5(r: Run) -> None:
+    res = cluster_bench.transactional_throughput(r.sizes.c5_records, r.sizes.rounds)
+    r.details["C5"] = {**asdict(res), "ratio": res.ratio}
+    rf1, rf3 = statistics.median(res.rf1_records_per_s), statistics.median(res.rf3_records_per_s)
+    r.add(
+        Line(
+            "C5",
+            "transactional rec/s, replication factor 3 / 1",
+            res.ratio,
+            ".3f",
+            f"{rf3:,.0f} vs {rf1:,.0f} rec/s, a commit every 100 ms",
+            "C5_txn_rf3_vs_rf1",
+        )
+    )
+
+
 # ---- the driver -----------------------------------------------------------------------------------------------
 
 
@@ -716,11 +847,14 @@ def machine_description() -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="oncelog benchmark suite (P1-P7, P9, P10)")
     parser.add_argument("--quick", action="store_true", help="scaled-down run, about 4 minutes")
-    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C3")
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C5")
     parser.add_argument("--records", type=int, help="record count of P1, P3, P6 and P9")
     parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
     parser.add_argument("--profile", type=Path, help="attach py-spy to every broker; raw profiles go here")
+    parser.add_argument(
+        "--no-kafka", dest="kafka", action="store_false", help="leave Apache Kafka out of P1, P2, P3, P5 and P6"
+    )
     args = parser.parse_args(argv)
     args.only = [b.strip().upper() for b in args.only.split(",") if b.strip()]
     unknown = [b for b in args.only if b not in BENCHES]
@@ -735,7 +869,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:
         n = args.records
         sizes = Sizes(**{**asdict(sizes), "p1_records": n, "p3_records": n, "p6_records": n, "p9_records": n})
-    run = Run(sizes)
+    run = Run(sizes, kafka=args.kafka and bool({"P1", "P2", "P3", "P5", "P6"} & set(args.only)))
+    if run.kafka:
+        try:
+            print(f"Apache Kafka's jars: {kafka_jars.ensure()} (java/pom.xml)", flush=True)
+        except kafka_jars.JavaUnavailable as error:
+            print(f"{error}\n(--no-kafka runs without the Kafka column)", file=sys.stderr)
+            return 2
     started = time.time()
     head = (
         f"oncelog benchmark suite, {'QUICK' if args.quick else 'full'} run; commit {git_commit()}; "
@@ -764,11 +904,13 @@ def main(argv: list[str] | None = None) -> int:
         ("C1", bench_c1),
         ("C2", bench_c2),
         ("C3", bench_c3),
+        ("C4", bench_c4),
+        ("C5", bench_c5),
     ):
         if name in args.only:
             steps.append((name, lambda fn=fn: fn(run)))
     if "P7" in args.only:
-        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3"))
+        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3", "C4", "C5"))
         steps.insert(len(steps) - after_p7, ("P7", lambda: bench_p7(run, args.quick)))
     io_stalls: dict[str, float] = {}
     try:

@@ -18,6 +18,7 @@ Fault point ``topic.partition_created`` is reached in a thread after each new lo
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Sequence
 
 import trio
@@ -39,11 +40,14 @@ async def build_logs(
     partitions: Sequence[int],
     config: LogConfig,
     leader_epoch: int | None = INITIAL_LEADER_EPOCH,
+    *,
+    topic_id: uuid.UUID | None = None,
 ) -> tuple[list[PartitionLog], OSError | StorageError | None]:
     """Create the logs of ``partitions`` of ``topic`` (none of which may have a log yet) in worker threads and
     register them; returns the registered logs and the storage failure that stopped the creation, if any. Each new
     log records ``leader_epoch`` as starting at offset 0 (``PartitionLog.maybe_assign_epoch_start``; None: this
-    broker follows the partitions), in its thread, so that the first appends write no checkpoint on the loop."""
+    broker follows the partitions), in its thread, so that the first appends write no checkpoint on the loop; and
+    ``topic_id`` in its directory's ``partition.metadata`` (KIP-516)."""
     stop = threading.Event()  # set by the first thread that fails: the others stop before their next log
 
     def open_some(share: Sequence[int]) -> tuple[list[PartitionLog], BaseException | None]:
@@ -52,7 +56,7 @@ async def build_logs(
             for partition in share:
                 if stop.is_set():
                     break
-                partition_log = logs.open_new(topic, partition, config)
+                partition_log = logs.open_new(topic, partition, config, topic_id)
                 built.append(partition_log)
                 if leader_epoch is not None:
                     partition_log.maybe_assign_epoch_start(leader_epoch)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from oncelog.storage.checkpoint import atomic_write
 
+#: Kafka's Uuid.ZERO_UUID: "no topic id" in requests and responses that name topics by id (KIP-516).
+ZERO_UUID = uuid.UUID(int=0)
 #: Kafka's Topic.MAX_NAME_LENGTH.
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
@@ -72,6 +74,8 @@ class MetadataStore:
         self._data_dir = data_dir
         self._topics_path = data_dir / "topics.json"
         self.topics: dict[str, TopicInfo] = {}
+        #: The topics by id (KIP-516): a recreated topic's new id names it, its old id nothing.
+        self._names_by_id: dict[uuid.UUID, str] = {}
         self.cluster_id = ""
 
     def load(self) -> None:
@@ -91,6 +95,7 @@ class MetadataStore:
             raw = json.loads(self._topics_path.read_text())
             for name, entry in raw["topics"].items():
                 self.topics[name] = TopicInfo(name, uuid.UUID(entry["id"]), entry["partitions"], entry["configs"])
+                self._names_by_id[self.topics[name].topic_id] = name
 
     def _save(self, topics: Mapping[str, TopicInfo] | None = None) -> None:
         """Write ``topics`` (default: the current ones) to topics.json, atomically and fsynced."""
@@ -106,6 +111,11 @@ class MetadataStore:
 
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        """The topic whose id is ``topic_id``, or None (no topic ever had it, or it was deleted)."""
+        name = self._names_by_id.get(topic_id)
+        return None if name is None else self.topics.get(name)
 
     def has_partition(self, topic: str, partition: int) -> bool:
         """True when ``topic`` exists and has partition ``partition``."""
@@ -128,6 +138,7 @@ class MetadataStore:
         info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs))
         self._save({**self.topics, name: info})
         self.topics[name] = info
+        self._names_by_id[info.topic_id] = name
         return info
 
     def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
@@ -151,4 +162,4 @@ class MetadataStore:
     def remove(self, name: str) -> None:
         """Remove topic ``name``. Persisted before memory changes: if writing fails (OSError), nothing has changed."""
         self._save({t: info for t, info in self.topics.items() if t != name})
-        del self.topics[name]
+        self._names_by_id.pop(self.topics.pop(name).topic_id, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import ssl
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from oncelog.broker.clock import now_ms
 from oncelog.broker.cluster.isr import EtcdIsrUpdater
 from oncelog.broker.cluster.liveness import DeadBrokerDetector
 from oncelog.broker.cluster.local_follower import LocalFollower
-from oncelog.broker.cluster.markers import ClusterMarkerWriter
+from oncelog.broker.cluster.markers import MarkerChannel
 from oncelog.broker.cluster.member import ClusterMember
 from oncelog.broker.cluster.peers import PeerConnections
 from oncelog.broker.cluster.producer_ids import ClusterProducerIds
@@ -34,6 +35,7 @@ from oncelog.broker.etcd.connect import EtcdConnectError, parse_etcd_connect
 from oncelog.broker.etcd.layout import BrokerRegistration, Layout
 from oncelog.broker.etcd.producer_id_blocks import claim_block
 from oncelog.broker.flusher import LogFlusher
+from oncelog.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from oncelog.broker.group.coordinator import GroupCoordinator
 from oncelog.broker.group_configs import GroupConfigs
 from oncelog.broker.listeners import (
@@ -53,7 +55,7 @@ from oncelog.broker.replication.isr import IsrMaintenance, IsrUpdater
 from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
 from oncelog.broker.sasl.credentials import ScramCredentialStore
-from oncelog.broker.server import serve
+from oncelog.broker.server import ServerContext, serve
 from oncelog.broker.startup import DataDirLock
 from oncelog.broker.tls import server_context
 from oncelog.broker.topic_configs import ConfigChangeError
@@ -74,7 +76,8 @@ HAND_OVER_LINGER_S = 0.5
 
 
 class BrokerNode:
-    """Composition root of the broker; handlers reach every component through it."""
+    """Composition root of the broker: builds the components, wires them and owns their lifetimes. No component
+    holds it; request handlers are given it as their ``services.Broker``."""
 
     def __init__(
         self,
@@ -190,7 +193,27 @@ class BrokerNode:
         self.producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
             self.data_dir / "producer-id-block"
         )
-        self.topics = TopicManager(self)
+        #: Topics whose deletion is under way (kept by ``topics``; the group coordinator refuses offsets of them).
+        deleting_topics: set[str] = set()
+        self.groups = GroupCoordinator(
+            config,
+            self.metadata,
+            self.logs,
+            self.replicas,
+            clock_ms=now_ms,
+            ensure_offsets_topic=self.ensure_offsets_topic,
+            deleting_topics=deleting_topics,
+        )
+        self.topics = TopicManager(
+            config,
+            self.metadata,
+            self.logs,
+            self.replicas,
+            self.flusher,
+            log_config_for=self.topic_log_config,
+            group_offsets=self.groups,
+            deleting=deleting_topics,
+        )
         #: Brokers, controller and partition states as Metadata and the tools report them.
         self.cluster: ClusterView = SingleNodeView(
             self.node_id,
@@ -202,23 +225,44 @@ class BrokerNode:
         self._local_follower: LocalFollower | None = None
         #: Connections to the other brokers of a cluster (None on a single node).
         self.peers: PeerConnections | None = None
-        markers: MarkerWriter = LocalMarkerWriter(self.replicas)
+        #: Sends transaction markers to the partitions' leaders (None on a single node, which leads them all).
+        self.marker_channel: MarkerChannel | None = None
+        markers: MarkerWriter = LocalMarkerWriter(self.replicas, self.groups)
         if etcd is not None:
             self._follow_cluster(*etcd)
             self.peers = PeerConnections(self.node_id, self._inter_broker_address)
-            markers = ClusterMarkerWriter(self.node_id, self.cluster.partition, markers, self.peers)
-        self.transactions = TransactionCoordinator(self, markers)
-        self.groups = GroupCoordinator(self)
+            markers = self.marker_channel = MarkerChannel(self.node_id, self.cluster.partition, markers, self.peers)
+        self.transactions = TransactionCoordinator(
+            config, self.replicas, self.logs, self.topics, self.producer_ids, markers, clock_ms=now_ms
+        )
+        # The one wiring made after construction: the transaction coordinator writes the markers the group
+        # coordinator listens to, and the group coordinator checks TxnOffsetCommit against its transactions.
+        self.groups.transactions = self.transactions
         #: Held by the retention sweep, by each compaction pass and by DeleteRecords' segment deletion, which must
         #: not change a log's segments at once.
         self._housekeeping = trio.Lock()
         self.compactor = LogCompactor(self.logs, self._housekeeping, config.get_int("log.cleaner.backoff.ms"))
         self.group_configs = GroupConfigs(self.data_dir)
+        self.consumer_groups = ConsumerGroupCoordinator(
+            config, self.metadata, self.group_configs, self.groups, ensure_offsets_topic=self.ensure_offsets_topic
+        )
+        # KIP-848 groups keep their offsets in the classic coordinator, which asks them about commits.
+        self.groups.consumer_groups = self.consumer_groups
         #: Request bytes in flight on every listener (``queued.max.request.bytes``).
         self.request_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
         #: Fetch response bytes not yet sent, across connections: as much again (oncelog's own; Kafka sends fetched
         #: records from the page cache with sendfile, so its unsent responses hold no heap).
         self.response_budget = RequestBudget(config.get_int("queued.max.request.bytes"))
+        #: What every connection of every listener uses; handlers are given this node as their ``Broker``.
+        self.server_context = ServerContext(
+            broker=self,
+            config=config,
+            request_budget=self.request_budget,
+            response_budget=self.response_budget,
+            scram_credentials=self.scram_credentials,
+            sasl=self.sasl,
+            ssl_contexts=self.ssl_contexts,
+        )
         #: The first listener's bound port once serving.
         self.port: int | None = None
 
@@ -346,6 +390,11 @@ class BrokerNode:
         partition_log = self.logs.get(topic, partition)
         return None if partition_log is None else partition_log.log_end_offset
 
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        """Topic ``name``'s current id, None when no such topic exists (what the logs on disk are checked against)."""
+        topic = self.metadata.get(name)
+        return None if topic is None else topic.topic_id
+
     def _load(self) -> None:
         started = time.monotonic()
         self.metadata.load()
@@ -357,7 +406,9 @@ class BrokerNode:
             raise fd_budget.DescriptorLimitError(problem)
         in_use = fd_budget.open_descriptors() or 0
         try:
-            self.logs.load(now_ms(), config_for=self.topic_log_config)
+            self.logs.load(now_ms(), config_for=self.topic_log_config, topic_id_for=self._topic_id)
+            for stray in self.logs.strays_removed:
+                log.warning("stray_log_removed", directory=str(stray), reason="recorded another topic id")
             for topic in self.metadata.topics.values():
                 self.topics.ensure_logs(topic)
         except (OSError, StorageError) as exc:
@@ -401,6 +452,7 @@ class BrokerNode:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
                 await nursery.start(self.groups.run)
+                await nursery.start(self.consumer_groups.run)
                 await self.transactions.complete_pending()
                 await nursery.start(self.transactions.run_expiration)
                 await nursery.start(self.transactions.run_loader)
@@ -413,11 +465,20 @@ class BrokerNode:
                     nursery.start_soon(self._high_watermark_checkpoint_loop)
                 if self.isr_maintenance is not None:
                     await nursery.start(self.isr_maintenance.run)
+                # A cluster member binds its listeners before registering (a registered address that refuses
+                # connections is a dead broker's) but serves nobody until it has joined: before that it knows
+                # neither the cluster's id nor its brokers, and clients would learn a wrong cluster from it
+                # (Kafka enables request processing once the broker has caught up and is unfenced).
+                accepting = trio.Event()
                 for listener in self.listeners:
-                    self.bound_ports[listener.name] = await nursery.start(serve, self, listener)
+                    self.bound_ports[listener.name] = await nursery.start(
+                        serve, self.server_context, listener, accepting
+                    )
                 self.port = self.bound_ports[self.listeners[0].name]
                 if self.member is not None and self._local_follower is not None and self.peers is not None:
                     await nursery.start(self.peers.run)
+                    if self.marker_channel is not None:
+                        await nursery.start(self.marker_channel.run)
                     if self._liveness is not None:
                         await nursery.start(self._liveness.run)
                     await nursery.start(self.member.run, self._registration())
@@ -425,11 +486,15 @@ class BrokerNode:
                     await nursery.start(self._local_follower.run)
                     assert isinstance(self.producer_ids, ClusterProducerIds)
                     await nursery.start(self.producer_ids.run)
+                accepting.set()
                 if self.member is not None and self.config.get_bool("delay.service.enable"):
                     # One service per broker would each forward every delay partition: on a cluster the service must
                     # follow the delay partitions' leadership first (not built yet); run one `oncelog delay-service`.
                     log.warning("delay_service_not_started", reason="a cluster member runs no embedded DelayService")
-                elif self.config.get_bool("delay.service.enable") and (delay := embedded_service(self)) is not None:
+                elif (
+                    self.config.get_bool("delay.service.enable")
+                    and (delay := embedded_service(self.config, self.listeners, self.bound_ports)) is not None
+                ):
                     nursery.start_soon(delay.run)
                 log.info(
                     "started",

@@ -25,7 +25,8 @@ from __future__ import annotations
 import errno
 import struct
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 import structlog
@@ -52,7 +53,12 @@ from oncelog.protocol import (
 )
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    import ssl
+
+    from oncelog.broker.config import BrokerConfig
+    from oncelog.broker.sasl.config import SaslListenerConfig
+    from oncelog.broker.sasl.credentials import ScramCredentialStore
+    from oncelog.broker.services import Broker
 
 log = structlog.get_logger(__name__)
 
@@ -207,18 +213,40 @@ class FrameReader:
         raise ConnectionClosed(f"frame of {size} bytes not received within {allowed_s:.0f} s ({len(frame)} came)")
 
 
+@dataclass(frozen=True)
+class ServerContext:
+    """What the connections of one broker share, built by the node: the broker its request handlers are given,
+    the connection settings, the broker-wide request and response budgets, and each listener's SASL and TLS."""
+
+    #: The broker as request handlers see it.
+    broker: Broker
+    #: Read here: socket.request.max.bytes, connection.failed.authentication.delay.ms, connections.max.idle.ms
+    #: (none of them dynamic).
+    config: BrokerConfig
+    #: Request bytes in flight on every listener (``queued.max.request.bytes``).
+    request_budget: RequestBudget
+    #: Fetch response bytes not yet sent, across connections.
+    response_budget: RequestBudget
+    scram_credentials: ScramCredentialStore
+    #: Per SASL listener name: its mechanisms and their server-side settings.
+    sasl: Mapping[str, SaslListenerConfig]
+    #: Per SSL or SASL_SSL listener name: its TLS context.
+    ssl_contexts: Mapping[str, ssl.SSLContext]
+
+
 class Connection:
     """One client connection: reads requests, dispatches them, writes responses in order."""
 
-    def __init__(self, broker: BrokerNode, sock: NonBlockingSocket, listener: Listener | None = None) -> None:
-        """``listener``: the one the connection arrived on (default: the broker's first)."""
-        self._broker = broker
+    def __init__(self, context: ServerContext, sock: NonBlockingSocket, listener: Listener) -> None:
+        """``listener``: the one the connection arrived on."""
+        self._broker = context.broker
+        self._auth_failure_delay_s = context.config.get_int("connection.failed.authentication.delay.ms") / 1000
         self._sock = sock
-        self._listener = listener = listener or broker.listeners[0]
+        self._listener = listener
         #: On a SASL listener, the authentication every request must wait for.
-        self._sasl = SaslSession(broker.sasl[listener.name], broker.scram_credentials) if listener.uses_sasl else None
+        self._sasl = SaslSession(context.sasl[listener.name], context.scram_credentials) if listener.uses_sasl else None
         self._client_host = sock.peer_host()
-        self._reader = FrameReader(sock, broker.config.get_int("socket.request.max.bytes"), broker.request_budget)
+        self._reader = FrameReader(sock, context.config.get_int("socket.request.max.bytes"), context.request_budget)
         #: Responses handed to the writer and not yet sent; while any is, the reader must queue behind them.
         self._queued = 0
         #: Bytes of the encoded responses among them; the reader reads no request while they reach
@@ -226,7 +254,7 @@ class Connection:
         self._queued_bytes = 0
         self._drained: trio.Event | None = None
         #: The share of the broker's response budget the response being made holds (one request at a time).
-        self._response_hold = ResponseHold(broker.response_budget)
+        self._response_hold = ResponseHold(context.response_budget)
         #: Requests read so far; the idle sweeper compares it between looks.
         self.requests = 0
         #: True while a request waits for its turn to be decoded in the worker thread.
@@ -339,7 +367,7 @@ class Connection:
                 # Kafka delays closing a connection that failed authentication (KIP-306's
                 # connection.failed.authentication.delay.ms): the client reads the error before the connection ends.
                 if step.response is not None or step.raw is not None:
-                    await trio.sleep(self._broker.config.get_int("connection.failed.authentication.delay.ms") / 1000)
+                    await trio.sleep(self._auth_failure_delay_s)
                 log.info(
                     "authentication_failed",
                     client=self._client_host,
@@ -526,9 +554,17 @@ class Connection:
                 queued_out += counted
 
 
-async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.TaskStatus[int]) -> None:
+async def serve(
+    context: ServerContext,
+    listener: Listener,
+    accepting: trio.Event | None = None,
+    *,
+    task_status: trio.TaskStatus[int],
+) -> None:
     """Listen on the listener's host:port and serve every connection in this task's nursery; reports the bound
-    port. Raises StartupError naming the listener and its address when it cannot listen there."""
+    port. With ``accepting``, connections wait in the listen backlog until it is set (the port is bound, so nobody
+    mistakes the broker for a dead one). Raises StartupError naming the listener and its address when it cannot
+    listen there."""
     try:
         listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
     except OSError as exc:
@@ -548,19 +584,21 @@ async def serve(broker: BrokerNode, listener: Listener, *, task_status: trio.Tas
 
     connections: set[Connection] = set()
 
-    ssl_context = broker.ssl_contexts.get(listener.name)  # None: a plaintext listener
+    ssl_context = context.ssl_contexts.get(listener.name)  # None: a plaintext listener
 
     async def handle(stream: trio.SocketStream) -> None:
         sock = NonBlockingSocket.adopt(stream) if ssl_context is None else TlsSocket.adopt_tls(stream, ssl_context)
-        connection = Connection(broker, sock, listener)
+        connection = Connection(context, sock, listener)
         connections.add(connection)
         try:
             await connection.serve()
         finally:
             connections.discard(connection)
 
+    if accepting is not None:
+        await accepting.wait()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_close_idle, connections, broker.config.get_int("connections.max.idle.ms") / 1000)
+        nursery.start_soon(_close_idle, connections, context.config.get_int("connections.max.idle.ms") / 1000)
         nursery.start_soon(_close_departed, connections)
         for socket_listener in listeners:
             nursery.start_soon(_accept, socket_listener, handle, nursery)

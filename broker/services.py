@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from oncelog.broker.cluster.view import ClusterView
     from oncelog.broker.config import BrokerConfig
     from oncelog.broker.dynamic_config import DynamicBrokerConfigs
+    from oncelog.broker.group.consumer_coordinator import ConsumerGroupCoordinator
     from oncelog.broker.group.coordinator import GroupCoordinator
     from oncelog.broker.group_configs import GroupConfigs
     from oncelog.broker.listeners import Endpoint
@@ -44,6 +45,8 @@ class Broker(Protocol):
     topics: TopicManager
     transactions: TransactionCoordinator
     groups: GroupCoordinator
+    #: KIP-848 consumer groups (their offsets are kept by ``groups``).
+    consumer_groups: ConsumerGroupCoordinator
     scram_credentials: ScramCredentialStore
     group_configs: GroupConfigs
     #: Brokers, controller and partition replication states (one node, or the etcd image on a cluster).

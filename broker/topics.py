@@ -12,9 +12,9 @@ mid-way leaves the topic in ``topics.json`` with some logs missing; the next sta
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import trio
@@ -38,7 +38,12 @@ from oncelog.storage.segment import OPEN_FILES_PER_SEGMENT
 
 if TYPE_CHECKING:
     from oncelog.broker.cluster.topic_store import EtcdTopicStore
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.config import BrokerConfig
+    from oncelog.broker.flusher import LogFlusher
+    from oncelog.broker.metadata import MetadataStore
+    from oncelog.broker.replica_manager import ReplicaManager
+    from oncelog.storage.config import LogConfig
+    from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +56,15 @@ INTERNAL_REPLICATION_FACTORS = {
 }
 
 
+class GroupOffsets(Protocol):
+    """The committed offsets a topic's deletion removes first (the group coordinator's)."""
+
+    async def delete_partition_offsets(self, deleted: Callable[[str, int], bool]) -> ErrorCode:
+        """Remove every group's committed and pending transactional offsets of the partitions ``deleted`` names,
+        durably; an error when they could not all be removed."""
+        ...
+
+
 @dataclass(frozen=True)
 class TopicOutcome:
     error: ErrorCode
@@ -61,10 +75,32 @@ class TopicOutcome:
 class TopicManager:
     """Validates and applies topic creation, deletion and config changes for this node."""
 
-    def __init__(self, broker: BrokerNode) -> None:
-        self._broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataStore,
+        logs: LogManager,
+        replicas: ReplicaManager,
+        flusher: LogFlusher,
+        *,
+        log_config_for: Callable[[str], LogConfig],
+        group_offsets: GroupOffsets,
+        deleting: set[str],
+    ) -> None:
+        """``config``: the broker's settings read here (none of them dynamic); ``log_config_for(topic)``: the storage
+        settings of a topic's logs as they are now (dynamic broker defaults included); ``group_offsets``: whose
+        committed offsets a deletion removes first; ``deleting``: the set this manager keeps of the topics being
+        deleted, shared with the group coordinator, which refuses offset commits of them."""
+        self._config = config
+        self._node_id = config.get_int("node.id")
+        self._metadata = metadata
+        self._logs = logs
+        self._replicas = replicas
+        self._flusher = flusher
+        self._log_config_for = log_config_for
+        self._group_offsets = group_offsets
         #: Topics whose deletion is under way: they still exist, but offsets of them are no longer committed.
-        self.deleting: set[str] = set()
+        self.deleting = deleting
         #: Deletions run one at a time, as Kafka's controller applies them.
         self._deletion_lock = trio.Lock()
         #: Topics whose new partition logs are being created, each with the event set once they are.
@@ -78,11 +114,11 @@ class TopicManager:
     def ensure_logs(self, topic: TopicInfo) -> None:
         """Open or create every partition log of ``topic`` in the calling thread: for the start, before serving
         (it creates the logs a crash in the middle of a creation left missing). Serving code uses ``_build_logs``."""
-        logs = self._broker.logs
-        log_config = self._broker.topic_log_config(topic.name)
+        logs = self._logs
+        log_config = self._log_config_for(topic.name)
         for partition in range(topic.partitions):
             if logs.get(topic.name, partition) is None:
-                logs.create(topic.name, partition, log_config)
+                logs.create(topic.name, partition, log_config, topic.topic_id)
 
     def validate(
         self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str | None]
@@ -93,7 +129,7 @@ class TopicManager:
             return TopicOutcome(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if name in INTERNAL_TOPICS:
             return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
-        metadata = self._broker.metadata
+        metadata = self._metadata
         if metadata.get(name) is not None:
             return TopicOutcome(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         colliding = metadata.colliding_topic(name)
@@ -104,7 +140,7 @@ class TopicManager:
         if num_partitions != USE_BROKER_DEFAULT and num_partitions < 1:
             return TopicOutcome(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if num_partitions == USE_BROKER_DEFAULT:
-            num_partitions = self._broker.config.get_int("num.partitions")
+            num_partitions = self._config.get_int("num.partitions")
         over_budget = self._descriptor_problem(num_partitions)
         if over_budget is not None:
             return over_budget
@@ -148,7 +184,7 @@ class TopicManager:
         once they exist (registered), or with the storage failure that stopped the creation (the logs made before it
         exist, the others are made at the next start). Callers write the metadata first and call this with no await
         in between, so ``_settled`` covers the whole time the topic's metadata is ahead of its logs."""
-        logs = self._broker.logs
+        logs = self._logs
         partitions = [p for p in range(first_partition, topic.partitions) if logs.get(topic.name, p) is None]
         return await self._build_partitions(topic, partitions)
 
@@ -157,15 +193,15 @@ class TopicManager:
         name = topic.name
         assert name not in self._building, f"two creations of {name}'s logs at once"
         done = self._building[name] = trio.Event()
-        logs = self._broker.logs
+        logs = self._logs
         self._pending_partitions += len(partitions)
         try:
-            config = self._broker.topic_log_config(name)
-            built, failure = await build_logs(logs, name, partitions, config)
-            current = self._broker.topic_log_config(name)
+            config = self._log_config_for(name)
+            built, failure = await build_logs(logs, name, partitions, config, topic_id=topic.topic_id)
+            current = self._log_config_for(name)
             if current != config:  # the topic's configs were altered meanwhile, for its registered logs only
                 for partition_log in built:
-                    self._broker.flusher.update_config(partition_log, current)
+                    self._flusher.update_config(partition_log, current)
         finally:
             self._pending_partitions -= len(partitions)
             del self._building[name]
@@ -191,17 +227,17 @@ class TopicManager:
         if failure is not None:
             return failure
         if num_partitions == USE_BROKER_DEFAULT:
-            num_partitions = self._broker.config.get_int("num.partitions")
+            num_partitions = self._config.get_int("num.partitions")
         if validate_only:
             return TopicOutcome(ErrorCode.NONE)
         if self.cluster is not None:
             if replication_factor == USE_BROKER_DEFAULT:
-                replication_factor = self._broker.config.get_int("default.replication.factor")
+                replication_factor = self._config.get_int("default.replication.factor")
             overrides = {k: v for k, v in configs.items() if v is not None}
             creation = self.cluster.create(name, num_partitions, replication_factor, overrides)
             return await self._in_cluster(name, creation)
         try:
-            topic = self._broker.metadata.add(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
+            topic = self._metadata.add(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
         except OSError as exc:
             log.error("topic_not_saved", topic=name, error=str(exc))
             return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save topic {name}: {exc}")
@@ -231,9 +267,9 @@ class TopicManager:
             return TopicOutcome(ErrorCode.NONE)
         if self.cluster is not None:
             return await self._in_cluster(name, self.cluster.add_partitions(name, count))
-        first_new = self._broker.metadata.topics[name].partitions
+        first_new = self._metadata.topics[name].partitions
         try:
-            topic = self._broker.metadata.grow(name, count)
+            topic = self._metadata.grow(name, count)
         except OSError as exc:
             log.error("partitions_not_saved", topic=name, error=str(exc))
             return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save topic {name}: {exc}")
@@ -246,7 +282,7 @@ class TopicManager:
     def growth_problem(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> TopicOutcome | None:
         """The error a CreatePartitions request for this topic gets (Kafka's controller checks, in its order),
         or None when the topic may grow to ``count`` partitions."""
-        topic = self._broker.metadata.get(name)
+        topic = self._metadata.get(name)
         if topic is None:
             return TopicOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if topic.is_internal:
@@ -283,7 +319,7 @@ class TopicManager:
             return "The manual partition assignment includes an empty replica list."
         previous = None
         for broker_id in sorted(replicas):
-            if broker_id != self._broker.node_id:
+            if broker_id != self._node_id:
                 return f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
             if broker_id == previous:
                 return f"The manual partition assignment includes the broker {broker_id} more than once."
@@ -295,15 +331,15 @@ class TopicManager:
         its logs exist, also when another request's creation of it is under way. Raises OSError when its metadata
         cannot be written; logs that cannot be created are logged (appends to them fail) and made at the next start."""
         await self._settled(name)
-        topic = self._broker.metadata.get(name)
+        topic = self._metadata.get(name)
         if topic is None and self.cluster is not None:
-            factor = self._broker.config.get_int(INTERNAL_REPLICATION_FACTORS[name])
+            factor = self._config.get_int(INTERNAL_REPLICATION_FACTORS[name])
             outcome = await self._in_cluster(name, self.cluster.create(name, partitions, factor, configs))
-            topic = self._broker.metadata.get(name)
+            topic = self._metadata.get(name)
             if topic is None:
                 raise OSError(f"{name} could not be created on the cluster: {outcome.error.name} {outcome.message}")
         if topic is None:
-            topic = self._broker.metadata.add(name, partitions, configs)
+            topic = self._metadata.add(name, partitions, configs)
             if await self._build_logs(topic, 0) is None:
                 log.info("internal_topic_created", topic=name, partitions=partitions)
         return topic
@@ -321,7 +357,7 @@ class TopicManager:
         problem = topic_name_problem(name)
         if problem is not None:
             return TopicOutcome(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        topic = self._broker.metadata.get(name)
+        topic = self._metadata.get(name)
         if topic is None:
             return TopicOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         try:
@@ -333,15 +369,15 @@ class TopicManager:
         if self.cluster is not None:  # stored in etcd; every broker applies it through ``mirror``
             return await self._in_cluster(name, self.cluster.set_configs(name, configs))
         try:
-            self._broker.metadata.set_configs(name, configs)
+            self._metadata.set_configs(name, configs)
         except OSError as exc:
             log.error("topic_configs_not_saved", topic=name, error=str(exc))
             return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save the configs of topic {name}: {exc}")
-        log_config = self._broker.topic_log_config(name)
+        log_config = self._log_config_for(name)
         for partition in range(topic.partitions):
-            partition_log = self._broker.logs.get(name, partition)
+            partition_log = self._logs.get(name, partition)
             if partition_log is not None:
-                self._broker.flusher.update_config(partition_log, log_config)
+                self._flusher.update_config(partition_log, log_config)
         log.info("topic_configs_altered", topic=name, configs=configs)
         return TopicOutcome(ErrorCode.NONE, topic=topic)
 
@@ -352,9 +388,9 @@ class TopicManager:
         topic for a topic re-created under its name: either the topic still exists (with fewer offsets, and the
         deletion can be retried) or both are gone. If the offsets cannot be removed, the topic stays."""
         async with self._deletion_lock:
-            if not self._broker.config.get_bool("delete.topic.enable"):
+            if not self._config.get_bool("delete.topic.enable"):
                 return TopicOutcome(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            topic = self._broker.metadata.get(name)
+            topic = self._metadata.get(name)
             if topic is None:
                 return TopicOutcome(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
@@ -363,7 +399,7 @@ class TopicManager:
                 return TopicOutcome(ErrorCode.INVALID_REQUEST, f"Deletion of internal topic {name} is prohibited.")
             self.deleting.add(name)
             try:
-                error = await self._broker.groups.delete_partition_offsets(lambda t, _: t == name)
+                error = await self._group_offsets.delete_partition_offsets(lambda t, _: t == name)
                 if error != ErrorCode.NONE:
                     return TopicOutcome(
                         ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot delete the committed offsets of {name}: {error.name}"
@@ -386,12 +422,12 @@ class TopicManager:
         except EtcdError as exc:
             log.warning("topic_change_failed", topic=name, error=str(exc))
             return TopicOutcome(ErrorCode.REQUEST_TIMED_OUT, f"The cluster's metadata could not be changed: {exc}")
-        return TopicOutcome(ErrorCode.NONE, topic=self._broker.metadata.get(name))
+        return TopicOutcome(ErrorCode.NONE, topic=self._metadata.get(name))
 
     async def mirror(self, topic: TopicInfo, local_partitions: Sequence[int]) -> None:
         """Make this node's copy of a cluster topic match ``topic`` (the same id; added, grown or reconfigured) and
         create the logs of ``local_partitions``, the partitions this node holds a replica of."""
-        metadata = self._broker.metadata
+        metadata = self._metadata
         current = metadata.get(topic.name)
         if current is None:
             metadata.add(topic.name, topic.partitions, topic.configs, topic_id=topic.topic_id)
@@ -400,12 +436,12 @@ class TopicManager:
                 metadata.grow(topic.name, topic.partitions)
             if topic.configs != current.configs:
                 metadata.set_configs(topic.name, topic.configs)
-                log_config = self._broker.topic_log_config(topic.name)
+                log_config = self._log_config_for(topic.name)
                 for partition in range(topic.partitions):
-                    partition_log = self._broker.logs.get(topic.name, partition)
+                    partition_log = self._logs.get(topic.name, partition)
                     if partition_log is not None:
-                        self._broker.flusher.update_config(partition_log, log_config)
-        missing = [p for p in local_partitions if self._broker.logs.get(topic.name, p) is None]
+                        self._flusher.update_config(partition_log, log_config)
+        missing = [p for p in local_partitions if self._logs.get(topic.name, p) is None]
         if missing:
             await self._settled(topic.name)
             await self._build_partitions(metadata.topics[topic.name], missing)
@@ -414,25 +450,25 @@ class TopicManager:
         """Remove this node's copy of a topic the cluster deleted (or replaced under a new id), with its logs and
         the committed offsets of it that this node's group coordinator holds."""
         await self._settled(name)
-        error = await self._broker.groups.delete_partition_offsets(lambda t, _: t == name)
+        error = await self._group_offsets.delete_partition_offsets(lambda t, _: t == name)
         if error != ErrorCode.NONE:
             log.error("offsets_of_deleted_topic_kept", topic=name, error=error.name)
         self._remove(name)
 
     def _remove(self, name: str) -> TopicOutcome:
         """Remove topic ``name`` (persisted) and delete its logs."""
-        topic = self._broker.metadata.get(name)
+        topic = self._metadata.get(name)
         assert topic is not None  # deletions are serialized and nothing else removes topics
         try:
-            self._broker.metadata.remove(name)
+            self._metadata.remove(name)
         except OSError as exc:
             log.error("topic_not_removed", topic=name, error=str(exc))
             return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot remove topic {name}: {exc}")
         for partition in range(topic.partitions):
-            partition_log = self._broker.logs.get(name, partition)
+            partition_log = self._logs.get(name, partition)
             if partition_log is not None:
-                self._broker.flusher.forget(partition_log)
-            self._broker.replicas.forget(name, partition)
-        self._broker.logs.delete_topic(name)
+                self._flusher.forget(partition_log)
+            self._replicas.forget(name, partition)
+        self._logs.delete_topic(name)
         log.info("topic_deleted", topic=name)
         return TopicOutcome(ErrorCode.NONE)

@@ -11,22 +11,26 @@ the settings must change).
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from oncelog.client.errors import ConfigError, SaslAuthenticationError, error_for
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.sasl import scram
 from oncelog.protocol.sasl.plain import encode_plain
 
-if TYPE_CHECKING:
-    from oncelog.client.connection import BrokerConnection
-
 #: The security protocols that authenticate with SASL (SASL_SSL over TLS).
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", *scram.MECHANISMS)
 #: SaslHandshake v1: the tokens travel in SaslAuthenticate requests (KIP-152).
 HANDSHAKE_VERSION = 1
+
+
+class Requester(Protocol):
+    """The connection the exchange runs on (``client.connection.BrokerConnection``, which imports this module)."""
+
+    async def request(self, key: ApiKey, body: Mapping[str, Any], *, version: int | None = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def sasl_settings(
     return SaslSettings(mechanism, sasl_username, sasl_password)
 
 
-async def authenticate(conn: BrokerConnection, settings: SaslSettings) -> None:
+async def authenticate(conn: Requester, settings: SaslSettings) -> None:
     """Run the SASL exchange on a connection that has just negotiated API versions."""
     handshake = await conn.request(ApiKey.SASL_HANDSHAKE, {"mechanism": settings.mechanism}, version=HANDSHAKE_VERSION)
     if handshake.error_code != ErrorCode.NONE:
@@ -79,7 +83,7 @@ async def authenticate(conn: BrokerConnection, settings: SaslSettings) -> None:
         raise SaslAuthenticationError("the broker's SCRAM signature is wrong", ErrorCode.SASL_AUTHENTICATION_FAILED)
 
 
-async def _exchange(conn: BrokerConnection, token: bytes) -> bytes:
+async def _exchange(conn: Requester, token: bytes) -> bytes:
     response = await conn.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
     if response.error_code != ErrorCode.NONE:
         raise error_for(response.error_code, response.error_message)

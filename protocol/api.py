@@ -18,6 +18,8 @@ from oncelog.protocol.messages import (
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -196,15 +198,15 @@ APIS: dict[ApiKey, Api] = {
     api.key: api
     for api in (
         Api(ApiKey.PRODUCE, produce, (0, 10)),
-        Api(ApiKey.FETCH, fetch, (4, 12)),
+        Api(ApiKey.FETCH, fetch, (4, 13)),  # v13: topics by id (KIP-516)
         Api(ApiKey.LIST_OFFSETS, list_offsets, (1, 7)),
         # Consumers validate their positions with it after a leader change (KIP-320); followers find their divergent
         # tail (KIP-101). Kafka 4.0's range: v0-1 were removed (KIP-896).
         Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch, (2, 4)),
-        Api(ApiKey.METADATA, metadata, (0, 9)),
+        Api(ApiKey.METADATA, metadata, (0, 12)),  # v10-12: topic ids (KIP-516)
         Api(ApiKey.API_VERSIONS, api_versions, (0, 3)),
-        Api(ApiKey.CREATE_TOPICS, create_topics, (0, 5)),
-        Api(ApiKey.DELETE_TOPICS, delete_topics, (0, 4)),
+        Api(ApiKey.CREATE_TOPICS, create_topics, (0, 7)),  # v7: the new topic's id (KIP-516)
+        Api(ApiKey.DELETE_TOPICS, delete_topics, (0, 6)),  # v6: topics by id (KIP-516)
         Api(ApiKey.DELETE_RECORDS, delete_records, (0, 2)),
         Api(ApiKey.INIT_PRODUCER_ID, init_producer_id, (0, 4)),
         Api(ApiKey.DESCRIBE_CONFIGS, describe_configs, (0, 4)),
@@ -222,13 +224,16 @@ APIS: dict[ApiKey, Api] = {
         Api(ApiKey.SYNC_GROUP, sync_group, (0, 5)),
         Api(ApiKey.HEARTBEAT, heartbeat, (0, 4)),
         Api(ApiKey.LEAVE_GROUP, leave_group, (0, 4)),
-        Api(ApiKey.OFFSET_COMMIT, offset_commit, (2, 8)),
+        Api(ApiKey.OFFSET_COMMIT, offset_commit, (2, 9)),  # v9: KIP-848 members' commits
         Api(ApiKey.OFFSET_FETCH, offset_fetch, (1, 7)),
         Api(ApiKey.OFFSET_DELETE, offset_delete, (0, 0)),
         Api(ApiKey.DESCRIBE_GROUPS, describe_groups, (0, 5)),
         Api(ApiKey.LIST_GROUPS, list_groups, (0, 5)),
         Api(ApiKey.DELETE_GROUPS, delete_groups, (0, 2)),
         Api(ApiKey.TXN_OFFSET_COMMIT, txn_offset_commit, (0, 3)),
+        # KIP-848 consumer groups (broker/group/consumer_coordinator.py): Kafka 4.0's ranges.
+        Api(ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer_group_heartbeat, (0, 1)),
+        Api(ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_group_describe, (0, 0)),
         Api(ApiKey.CREATE_PARTITIONS, create_partitions, (0, 3)),
         Api(ApiKey.DESCRIBE_CLUSTER, describe_cluster, (0, 1)),
         # Admin APIs of UIs and admin tools, answered as a single-node Kafka without an authorizer answers them.

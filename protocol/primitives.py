@@ -811,6 +811,53 @@ class KStruct(KafkaType):
         return f"{fname}(obj, io, this)"
 
 
+class NullableStruct(KafkaType):
+    """A struct that may be null (e.g. KIP-848's Assignment): an int8 marker, -1 for null or 1, then the struct."""
+
+    nullable = True
+
+    def __init__(self, struct: KStruct) -> None:
+        super().__init__()
+        self.struct = struct
+
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
+        if Int8._parse(stream, context, path) < 0:
+            return None
+        return self.struct._parse(stream, context, path)
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
+        if obj is None:
+            stream.write(b"\xff")
+            return None
+        stream.write(b"\x01")
+        return self.struct._build(obj, stream, context, path)
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_PREAMBLE)
+        fname = f"parse_knullstruct_{code.allocateId()}"
+        code.append(f"""
+def {fname}(io, this):
+    if _P.take_exact(io, 1) == b'\\xff':
+        return None
+    return {self.struct._compileparse(code)}
+""")
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_PREAMBLE)
+        fname = f"build_knullstruct_{code.allocateId()}"
+        code.append(f"""
+def {fname}(obj, io, this):
+    if obj is None:
+        io.write(b'\\xff')
+        return None
+    io.write(b'\\x01')
+    {self.struct._compilebuild(code)}
+    return obj
+""")
+        return f"{fname}(obj, io, this)"
+
+
 def refuse_unknown(obj: Any, known: frozenset[str]) -> None:
     """Raise EncodeError naming the keys of ``obj`` that are not in ``known`` (the struct's fields at any version)."""
     unknown = sorted(str(k) for k in obj if k not in known)

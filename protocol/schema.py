@@ -144,6 +144,8 @@ def _subcon(f: Field, version: int, flexible: bool) -> p.KafkaType:
         return p.Array(build_struct(f.children, version, flexible), flexible, nullable)
     if t.startswith("[]"):
         return p.Array(_primitive(t[2:], flexible, False), flexible, nullable)
+    if t == "struct" and nullable:
+        return p.NullableStruct(build_struct(f.children, version, flexible))
     if t == "struct":
         return build_struct(f.children, version, flexible)
     return _primitive(t, flexible, nullable)

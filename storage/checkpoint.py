@@ -28,11 +28,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     """Replace ``path`` with ``data``: after a crash the file holds either the old or the new content.
 
-    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the directory. When writing the temporary
-    file fails (ENOSPC, EIO) it is removed and the OSError propagates; ``path`` is untouched.
+    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the directory (unless ``sync_dir`` is
+    False: the caller fsyncs it later, and until then the rename may be lost). When writing the temporary file fails
+    (ENOSPC, EIO) it is removed and the OSError propagates; ``path`` is untouched.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -50,7 +51,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
     os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def encode_checkpoint(entries: list[str]) -> bytes:

@@ -1,9 +1,10 @@
-"""One partition's durable log (Kafka's UnifiedLog/LocalLog): append, read, roll, retention, truncate, flush.
+"""One partition's durable log (Kafka's UnifiedLog): what lies above the segment files. Three classes share the work,
+as in Kafka's storage module: ``storage.local_log.LocalLog`` (segments, roll, writes, reads, truncation, recovery,
+flush), ``storage.log_validator`` (every batch parsed and CRC-checked once, offsets assigned) and ``PartitionLog``
+here (high watermark, last stable offset, producer state, leader epochs, retention decisions).
 
 Thread safety: every method runs on one thread (the event loop) except ``flush``, which may run concurrently
-in a worker thread. Segment-list changes (roll, retention, truncation) and the choice of files to sync happen
-under ``_lock``; the list is replaced, never mutated in place, so lock-free readers see a consistent list.
-``flush`` syncs duplicated file descriptors outside the lock, so a segment deleted meanwhile is harmless.
+in a worker thread (see ``local_log``).
 
 Other guarantees:
 - ``append`` validates every batch before writing any; one ``write`` per call; never fsyncs.
@@ -44,26 +45,11 @@ Transactions (Kafka's UnifiedLog):
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-import os
-import shutil
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from oncelog.protocol.records.batch import (
-    BATCH_HEADER_SIZE,
-    MAGIC_POS,
-    TIMESTAMP_TYPE_MASK,
-    BatchHeader,
-    parse_header,
-    set_log_append_time,
-    set_max_timestamp,
-    unchecked_prefix,
-)
+from oncelog.protocol.records.batch import BatchHeader
 from oncelog.storage.append_origin import AppendOrigin
-from oncelog.storage.checkpoint import fsync_dir
 from oncelog.storage.cleaner import CleanedGroup
 from oncelog.storage.compaction_plan import LogTransactions
 from oncelog.storage.config import LogConfig
@@ -71,38 +57,18 @@ from oncelog.storage.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    StorageError,
     UnexpectedAppendOffsetError,
 )
 from oncelog.storage.faults import fault_point
 from oncelog.storage.leader_epoch import INITIAL_LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from oncelog.storage.log_validator import (
-    DecompressionBudget,
-    ValidatedBatch,
-    rebuild_batch,
-    validate_append,
-    validate_replicated,
-)
+from oncelog.storage.local_log import LocalLog, SyncPlan, parse_log_dir_name
+from oncelog.storage.log_validator import DecompressionBudget, validate_and_assign, validate_replicated
 from oncelog.storage.producer_state import ProducerAppendInfo, ProducerStateManager, SnapshotCorruptError
-from oncelog.storage.recovery import load_segments
-from oncelog.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from oncelog.storage.segment import LogSegment
 from oncelog.storage.txn_index import AbortedTxn
 from oncelog.storage.txn_marker import EndTxnMarker, read_end_txn_marker
 
-__all__ = ["AppendOrigin", "AppendResult", "PartitionLog", "parse_log_dir_name"]
-
-
-@dataclass(frozen=True, slots=True)
-class SyncPlan:
-    """Files to sync so that offsets below ``end`` become durable (see ``PartitionLog.sync_plan``)."""
-
-    end: int
-    #: fdatasync of the ``.log`` files only (else fsync of the segment files and their indexes).
-    data_only: bool
-    #: The log's truncation count when planned: a truncation meanwhile makes the plan stale.
-    truncations: int
-    #: Duplicated descriptors, owned by whoever syncs them.
-    fds: tuple[int, ...]
+__all__ = ["AppendOrigin", "AppendResult", "PartitionLog", "SyncPlan", "parse_log_dir_name"]
 
 
 @dataclass
@@ -118,35 +84,68 @@ class AppendResult:
     log_append_time: int = -1
 
 
-def parse_log_dir_name(name: str) -> tuple[str, int]:
-    """Split ``<topic>-<partition>`` on the last '-'; raises ValueError when it is not such a name."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise ValueError(f"not a partition directory name: {name!r}")
-    return topic, int(partition)
-
-
 class PartitionLog:
-    """The segmented log of one topic partition. Create with ``PartitionLog.open``."""
+    """The log of one topic partition over its ``LocalLog``. Create with ``PartitionLog.open``."""
 
-    def __init__(self, directory: Path, config: LogConfig) -> None:
-        self.directory = directory
-        self.config = config
-        self.topic, self.partition = parse_log_dir_name(directory.name)
-        self._lock = threading.Lock()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._truncations = 0
-        self.log_start_offset = 0
-        self.log_end_offset = 0
+    def __init__(self, local: LocalLog) -> None:
+        self.local = local
         self.high_watermark = 0
-        self.recovery_point = 0
-        #: Offsets below this are on disk (fdatasync'd .log files); >= recovery_point.
-        self.durable_offset = 0
-        self.recovered_segments = 0  # how many segments the last open scanned for recovery
         self.rebuilt_txn_indexes = 0  # .txnindex files rewritten by the last producer-state rebuild (open/truncate)
-        self.producer_state = ProducerStateManager(directory, config.producer_id_expiration_ms)
-        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.producer_state = ProducerStateManager(local.directory, local.config.producer_id_expiration_ms)
+        self.leader_epoch_cache = LeaderEpochCache(local.directory / LEADER_EPOCH_CHECKPOINT)
+
+    # ------------------------------------------------------------------------------------------ the local log's
+    @property
+    def directory(self) -> Path:
+        return self.local.directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local.config
+
+    @property
+    def topic(self) -> str:
+        return self.local.topic
+
+    @property
+    def partition(self) -> int:
+        return self.local.partition
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.local.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.local.log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self.local.recovery_point
+
+    @property
+    def durable_offset(self) -> int:
+        """Offsets below this are on disk (fdatasync'd .log files); >= recovery_point."""
+        return self.local.durable_offset
+
+    @property
+    def recovered_segments(self) -> int:
+        """How many segments the last open scanned for recovery."""
+        return self.local.recovered_segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.local.active_segment
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """Current segments in offset order (a snapshot; do not mutate)."""
+        return self.local.segments
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes in the segments' ``.log`` files, indexes not counted (Kafka's UnifiedLog.size)."""
+        return self.local.size_in_bytes
 
     # ------------------------------------------------------------------------------------------ opening
     @classmethod
@@ -161,28 +160,16 @@ class PartitionLog:
         now_ms: int | None = None,
     ) -> PartitionLog:
         """Open (creating when missing) the log in ``directory``, recovering unflushed data after a crash."""
-        directory = Path(directory)
-        created = not directory.exists()
-        directory.mkdir(parents=True, exist_ok=True)
-        if created:
-            fsync_dir(directory.parent)
-        log = cls(directory, config)
-        result = load_segments(directory, config, recovery_point=recovery_point, clean_shutdown=clean_shutdown)
-        log.recovered_segments = result.recovered_segments
-        segments = result.segments
-        if segments and segments[-1].next_offset < log_start_offset:
-            for segment in segments:
-                segment.delete()
-            segments = []
-        if not segments:
-            segments = [log._new_segment(log_start_offset)]
-        log._set_segments(segments)
-        log.log_end_offset = segments[-1].next_offset
-        log.log_start_offset = max(log_start_offset, segments[0].base_offset)
-        log.high_watermark = log.log_end_offset
-        log.recovery_point = log.log_end_offset if clean_shutdown else min(recovery_point, log.log_end_offset)
-        log.durable_offset = log.recovery_point
-        log._rebuild_producer_state(log.log_end_offset if clean_shutdown else log.recovery_point, now_ms)
+        local = LocalLog.open(
+            directory,
+            config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+        )
+        log = cls(local)
+        log.high_watermark = local.log_end_offset
+        log._rebuild_producer_state(local.log_end_offset if clean_shutdown else local.recovery_point, now_ms)
         log.producer_state.on_high_watermark(log.high_watermark)
         log._load_leader_epochs()
         return log
@@ -196,8 +183,7 @@ class PartitionLog:
                 if self.log_end_offset > self.log_start_offset:
                     cache.rebuild(
                         (header.partition_leader_epoch, header.base_offset)
-                        for segment in self._segments
-                        for _pos, header in segment.iter_headers(0)
+                        for header in self.local.headers()
                         if header.partition_leader_epoch >= 0
                     )
             else:
@@ -206,17 +192,6 @@ class PartitionLog:
         except OSError as exc:
             raise KafkaStorageError(f"cannot write {cache.path}: {exc}") from exc
 
-    def _new_segment(self, base_offset: int, *, sync_dir: bool = True) -> LogSegment:
-        segment = LogSegment(self.directory, base_offset, self.config)
-        segment.rebuild_indexes()
-        if sync_dir:
-            fsync_dir(self.directory)
-        return segment
-
-    def _set_segments(self, segments: list[LogSegment]) -> None:
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-
     def _rebuild_producer_state(self, snapshot_limit: int, now_ms: int | None) -> None:
         """Load the newest valid snapshot <= ``snapshot_limit`` and replay the batches after it.
 
@@ -224,15 +199,16 @@ class PartitionLog:
         stale segment so the replay covers each of them whole.
         """
         state = self.producer_state
+        segments = self.local.segments
         state.delete_snapshots(above=self.log_end_offset)
-        stale = [s for s in self._segments if s.txn_index_stale]
+        stale = [s for s in segments if s.txn_index_stale]
         if stale:
             snapshot_limit = min(snapshot_limit, stale[0].base_offset)
         rebuilt: dict[int, list[AbortedTxn]] = {s.base_offset: [] for s in stale}
-        start = self._segments[0].base_offset
+        start = segments[0].base_offset
         state.truncate()
         for offset in reversed(state.snapshot_offsets()):
-            if offset > snapshot_limit or offset < self._segments[0].base_offset:
+            if offset > snapshot_limit or offset < segments[0].base_offset:
                 continue
             try:
                 state.load_snapshot(offset, now_ms)
@@ -241,7 +217,7 @@ class PartitionLog:
                 continue
             start = offset
             break
-        for segment in self._segments:
+        for segment in segments:
             if segment.next_offset <= start:
                 continue
             found = segment.find_batch(start) if segment.base_offset < start else (0, None)
@@ -273,24 +249,10 @@ class PartitionLog:
         segment.index.bytes) applies from the next new segment: existing segments keep theirs, as in Kafka. The
         flush settings are for whoever fsyncs the log (the broker's ``LogFlusher.update_config`` calls this).
         """
-        self.config = config
+        self.local.config = config
         self.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
 
     # ------------------------------------------------------------------------------------------ appending
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[-1]
-
-    @property
-    def segments(self) -> list[LogSegment]:
-        """Current segments in offset order (a snapshot; do not mutate)."""
-        return self._segments
-
-    @property
-    def size_in_bytes(self) -> int:
-        """Bytes in the segments' ``.log`` files, indexes not counted (Kafka's UnifiedLog.size)."""
-        return sum(segment.size for segment in self._segments)
-
     def append(
         self,
         records: bytes | bytearray | memoryview,
@@ -300,43 +262,29 @@ class PartitionLog:
         budget: DecompressionBudget | None = None,
         leader_epoch: int = INITIAL_LEADER_EPOCH,
     ) -> AppendResult:
-        """Append whole v2 batches as the leader of epoch ``leader_epoch``: validate all (``log_validator``, within
-        ``budget``, default one of its own), check producer state, assign offsets, stamp ``leader_epoch`` in each
-        batch, write.
+        """Append whole v2 batches as the leader of epoch ``leader_epoch``: validate all and assign offsets from the
+        log end (``log_validator.validate_and_assign``, within ``budget``, default one of its own), check producer
+        state, write.
 
         CLIENT appends may not hold control batches; only they are checked for sequences and answered from
         the duplicate cache. Raises CorruptRecordError, InvalidRecordError, RecordValidationError,
         RecordTooLargeError, producer-state errors (nothing is appended) or KafkaStorageError (write failed; the
         segment and its indexes are cut back to their previous size).
         """
-        buf: bytes | bytearray | memoryview = records
-        batches = validate_append(buf, self.config, origin, now_ms, self.directory.name, budget)
-        codec = self.config.compression_codec
-        if any(_needs_rebuild(batch, codec) for batch in batches):
-            buf, validated = _rebuilt(buf, batches, codec, self.config.max_message_bytes)
-        else:
-            validated = [(batch.position, batch.header) for batch in batches]
-            if any(batch.max_timestamp_fixed for batch in batches):
-                buf = bytearray(buf)  # a lying maxTimestamp is set from the records, in place
-                for batch in batches:
-                    if batch.max_timestamp_fixed:
-                        set_max_timestamp(buf, batch.position, batch.header.size, batch.header.max_timestamp)
+        assigned = validate_and_assign(
+            records,
+            self.config,
+            origin,
+            now_ms,
+            self.directory.name,
+            next_offset=self.log_end_offset,
+            leader_epoch=leader_epoch,
+            budget=budget,
+        )
+        buf = assigned.buf
         log_append_time = self.config.log_append_time
-        if log_append_time and not isinstance(buf, bytearray):
-            buf = bytearray(buf)  # stamped in place
-        next_offset = self.log_end_offset
-        headers = []
-        max_timestamp = -1
-        for pos, header in validated:
-            header = header._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
-            if log_append_time:
-                set_log_append_time(buf, pos, header.size, now_ms)
-                header = header._replace(attributes=header.attributes | TIMESTAMP_TYPE_MASK, max_timestamp=now_ms)
-            headers.append((pos, header))
-            next_offset = header.next_offset
-            max_timestamp = max(max_timestamp, header.max_timestamp)
         info = self.producer_state.prepare(origin)
-        for pos, header in headers:
+        for pos, header in assigned.headers:
             marker: EndTxnMarker | None = None
             if header.is_control:
                 if header.compression:
@@ -357,13 +305,13 @@ class PartitionLog:
                         )
                 info.append(header, marker)
         first_offset = self.log_end_offset
-        self._write(_with_assigned_offsets(buf, headers), len(buf), headers, info, now_ms)
+        self._write(assigned.pieces(), len(buf), assigned.headers, info, now_ms)
         return AppendResult(
             first_offset,
-            next_offset - 1,
+            assigned.next_offset - 1,
             self.log_start_offset,
             False,
-            max_timestamp,
+            assigned.max_timestamp,
             now_ms if log_append_time else -1,
         )
 
@@ -420,13 +368,9 @@ class PartitionLog:
         commit ``info``."""
         for _pos, header in headers:
             self._assign_epoch(header.partition_leader_epoch, header.base_offset)
-        last = headers[-1][1]
-        segment = self._maybe_roll(size, len(headers), last.last_offset, now_ms)
-        try:
-            segment.append(pieces, headers, info.aborted)
-        except OSError as exc:
-            raise KafkaStorageError(f"append to {segment.log_path} failed: {exc}") from exc
-        self.log_end_offset = last.next_offset
+        if self.local.should_roll(size, len(headers), headers[-1][1].last_offset, now_ms):
+            self.roll()
+        self.local.append(pieces, headers, info.aborted)
         self.producer_state.commit(info)
 
     def maybe_assign_epoch_start(self, leader_epoch: int) -> None:
@@ -445,37 +389,10 @@ class PartitionLog:
             except OSError as exc:
                 raise KafkaStorageError(f"cannot write {cache.path}: {exc}") from exc
 
-    def _should_roll(self, segment: LogSegment, size: int, batches: int, last_offset: int, now_ms: int) -> bool:
-        if segment.is_empty:
-            return False
-        return (
-            segment.size + size > self.config.segment_bytes
-            or self._roll_time_reached(segment, now_ms)
-            or segment.offset_index.entries + batches > segment.offset_index.max_entries
-            or segment.time_index.entries + batches > segment.time_index.max_entries
-            or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET
-        )
-
-    def _roll_time_reached(self, segment: LogSegment, now_ms: int) -> bool:
-        first = segment.first_batch_timestamp
-        return first is not None and now_ms - first > self.config.max_segment_ms
-
-    def _maybe_roll(self, size: int, batches: int, last_offset: int, now_ms: int) -> LogSegment:
-        segment = self.active_segment
-        if self._should_roll(segment, size, batches, last_offset, now_ms):
-            return self.roll()
-        return segment
-
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset and snapshot the producer state there; the old
         segment's index files get their remaining entries first."""
-        try:
-            self.active_segment.write_index_entries()
-            segment = self._new_segment(self.log_end_offset)
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot roll {self.directory}: {exc}") from exc
-        with self._lock:
-            self._set_segments([*self._segments, segment])
+        segment = self.local.roll()
         try:
             fault_point("storage.roll")
             self.producer_state.take_snapshot(self.log_end_offset)
@@ -485,9 +402,10 @@ class PartitionLog:
 
     def maybe_roll_for_time(self, now_ms: int) -> None:
         """Roll when the active segment's first batch is older than log.roll.ms (for idle partitions)."""
-        if not self.active_segment.is_empty and self._roll_time_reached(self.active_segment, now_ms):
+        if not self.active_segment.is_empty and self.local.roll_time_reached(now_ms):
             self.roll()
 
+    # ------------------------------------------------------------------------------------------ watermarks
     def update_high_watermark(self, offset: int) -> None:
         """Set the high watermark, clamped to [log_start_offset, log_end_offset]; completed transactions whose
         marker is now below it stop holding the last stable offset."""
@@ -504,17 +422,9 @@ class PartitionLog:
         return min(max(first_unstable, self.log_start_offset), self.high_watermark)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
-        """(producer_id, first_offset) of every aborted transaction overlapping [start_offset,
-        upper_bound_offset), in marker order, from the txn indexes of the segment holding ``start_offset`` on
-        (stopping once an entry's last stable offset reaches the upper bound, as Kafka does)."""
-        result: list[tuple[int, int]] = []
-        segments = self._segments
-        for segment in segments[self._segment_index(start_offset) :]:
-            found, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
-            result.extend((txn.producer_id, txn.first_offset) for txn in found)
-            if complete:
-                break
-        return result
+        """(producer_id, first_offset) of every aborted transaction overlapping [start_offset, upper_bound_offset)
+        (see ``LocalLog.collect_aborted_transactions``)."""
+        return self.local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     def compaction_transactions(self, end: int) -> LogTransactions:
         """What a compaction pass over the offsets below ``end`` must know beyond its batches: the aborted
@@ -522,7 +432,7 @@ class PartitionLog:
         by first offset, and each producer's last data batch and epoch."""
         aborted = sorted(
             (txn.first_offset, txn.producer_id, txn.last_offset)
-            for segment in self._segments
+            for segment in self.segments
             for txn in segment.txn_index.entries
             if txn.first_offset < end and txn.last_offset >= self.log_start_offset
         )
@@ -537,82 +447,19 @@ class PartitionLog:
         return self.producer_state.expire_producers(now_ms)
 
     # ------------------------------------------------------------------------------------------ reading
-    def _segment_index(self, offset: int) -> int:
-        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
-
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True) -> bytes:
-        """Whole batches from the one holding ``offset``, up to ``max_bytes`` and before ``max_offset``.
-
-        The first batch is returned whole even when larger than ``max_bytes`` if ``min_one_batch``.
-        Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]; the log end gives b"".
-        """
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is outside [{self.log_start_offset}, "
-                f"{self.log_end_offset}] of {self.topic}-{self.partition}"
-            )
-        segments = self._segments
-        chunks: list[bytes] = []
-        remaining = max_bytes
-        first = True
-        for segment in segments[self._segment_index(offset) :]:
-            if first:
-                found = segment.find_batch(offset)
-                if found is None:
-                    continue
-                pos, header = found
-            else:
-                pos, header = 0, segment.read_header(0)
-                if header is None:
-                    continue
-            if max_offset is not None and header.base_offset >= max_offset:
-                break
-            if header.size > remaining:
-                if first and min_one_batch:
-                    chunks.append(segment.pread(header.size, pos))
-                break
-            available = segment.size - pos
-            data = segment.pread(min(remaining, available), pos)
-            cut, stopped = _whole_batches(data, max_offset)
-            chunks.append(data if cut == len(data) else data[:cut])
-            remaining -= cut
-            first = False
-            if stopped or cut < available:
-                break
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        """Whole batches from the one holding ``offset`` (see ``LocalLog.read``)."""
+        return self.local.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or above the log start offset whose timestamp is >=
-        ``timestamp_ms`` (see ``LogSegment.find_timestamp``), or None."""
-        for segment in self._segments:
-            if segment.next_offset <= self.log_start_offset or segment.max_timestamp < timestamp_ms:
-                continue
-            found = segment.find_timestamp(timestamp_ms, self.log_start_offset)
-            if found is not None:
-                return found
-        return None
+        ``timestamp_ms`` (see ``LocalLog.offset_for_timestamp``), or None."""
+        return self.local.offset_for_timestamp(timestamp_ms)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3; KIP-734): the record
-        of the first batch holding it (Kafka's UnifiedLog.fetchOffsetByTimestamp), raised to the log start offset;
-        None for an empty log.
-        """
-        best: LogSegment | None = None
-        for segment in self._segments:
-            if segment.is_empty or segment.next_offset <= self.log_start_offset:
-                continue
-            if best is None or segment.max_timestamp > best.max_timestamp:
-                best = segment
-        if best is None:
-            return None
-        found = best.find_batch(best.offset_of_max_timestamp)
-        if found is None:
-            return None
-        position, header = found
-        # Kafka's RecordBatch.offsetOfMaxTimestamp: the first record of the batch carrying its max timestamp.
-        record = best.first_record(position, header, lambda r: r.timestamp == header.max_timestamp)
-        offset = record[0] if record is not None else header.base_offset
-        return max(offset, self.log_start_offset), best.max_timestamp
+        """(offset, timestamp) of the first record with the largest timestamp (see ``LocalLog.max_timestamp_offset``);
+        None for an empty log."""
+        return self.local.max_timestamp_offset()
 
     # ------------------------------------------------------------------------------------------ log start offset
     def check_log_start_offset(self, offset: int) -> None:
@@ -638,10 +485,7 @@ class PartitionLog:
         self.check_log_start_offset(offset)
         if offset <= self.log_start_offset:
             return False
-        with self._lock:
-            self.log_start_offset = offset
-            self.recovery_point = max(self.recovery_point, offset)
-            self.durable_offset = max(self.durable_offset, self.recovery_point)
+        self.local.raise_log_start_offset(offset)
         self.producer_state.on_high_watermark(offset)
         self._epochs_from_start()
         return True
@@ -655,31 +499,15 @@ class PartitionLog:
     def delete_segments_below_start(self) -> int:
         """Delete the segments wholly below the log start offset, never the active one (Kafka's
         deleteLogStartOffsetBreachedSegments); returns how many."""
-        return self._delete_oldest(self._segments_below_start())
-
-    def _segments_below_start(self) -> int:
-        """How many of the oldest segments hold only offsets below the log start offset (not the active one)."""
-        segments = self._segments
-        count = 0
-        while count + 1 < len(segments) and segments[count + 1].base_offset <= self.log_start_offset:
-            count += 1
-        return count
+        return self._delete_oldest(self.local.segments_below_start())
 
     def _delete_oldest(self, count: int) -> int:
         """Delete the ``count`` oldest segments (their files at once), raising the log start offset to the first
         segment left, with the producer snapshots below it; returns ``count``."""
         if count == 0:
             return 0
-        segments = self._segments
-        with self._lock:
-            self._set_segments(segments[count:])
-        for segment in segments[:count]:
-            segment.delete()
-        with self._lock:
-            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-            self.recovery_point = max(self.recovery_point, self.log_start_offset)
-            self.durable_offset = max(self.durable_offset, self.recovery_point)
-        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
+        self.local.delete_oldest(count)
+        self.producer_state.delete_snapshots(below=self.segments[0].base_offset)
         self.producer_state.on_high_watermark(self.log_start_offset)
         self._epochs_from_start()
         return count
@@ -692,8 +520,8 @@ class PartitionLog:
 
         Never deletes the active segment nor a segment holding offsets at or above the high watermark.
         """
-        segments = self._segments
-        i = self._segments_below_start()
+        segments = self.segments
+        i = self.local.segments_below_start()
         if not self.config.deletes:
             return self._delete_oldest(i)
         candidates = segments[:-1]
@@ -714,19 +542,9 @@ class PartitionLog:
 
     # ------------------------------------------------------------------------------------------ compaction
     def replace_segments(self, cleaned: CleanedGroup) -> None:
-        """Install a compacted segment (``storage.cleaner``) in place of the adjacent segments it was made from,
-        whose files are already gone; their objects are closed. Raises StorageError, changing nothing, when they are
-        no longer the log's (the new segment's files then stay for the next load)."""
-        with self._lock:
-            segments = self._segments
-            old = cleaned.old
-            at = next((i for i, s in enumerate(segments) if s is old[0]), -1)
-            current = segments[at : at + len(old)] if at >= 0 else []
-            if len(current) != len(old) or any(a is not b for a, b in zip(current, old, strict=True)):
-                raise StorageError(f"{self.topic}-{self.partition}: compacted segments changed meanwhile")
-            self._set_segments([*segments[:at], cleaned.new, *segments[at + len(old) :]])
-        for segment in old:
-            segment.close()
+        """Install a compacted segment in place of the segments it was made from (see
+        ``LocalLog.replace_segments``)."""
+        self.local.replace_segments(cleaned)
 
     # ------------------------------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> None:
@@ -735,27 +553,10 @@ class PartitionLog:
         starting at or after the new end are dropped."""
         if offset >= self.log_end_offset:
             return
-        with self._lock:  # a concurrent flush must not see the log half-truncated
-            self._truncations += 1
-            segments = self._segments
-            keep = [s for s in segments if s.base_offset < offset]
-            if offset < self.log_start_offset:
-                keep = []
-            for segment in segments[len(keep) :]:
-                segment.delete()
-            if keep:
-                found = keep[-1].find_batch(offset)
-                if found is not None:
-                    keep[-1].truncate_to_position(found[0])
-            else:
-                keep = [self._new_segment(max(offset, 0), sync_dir=False)]
-                self.log_start_offset = keep[0].base_offset
-            self._set_segments(keep)
-            self.log_end_offset = self.active_segment.next_offset
+        try:
+            self.local.truncate_to(offset)
+        finally:  # as soon as the segments are cut, even when syncing the directory then fails
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
-            self.durable_offset = min(self.durable_offset, self.log_end_offset)
-        fsync_dir(self.directory)
         self._rebuild_producer_state(self.log_end_offset, None)
         self.producer_state.on_high_watermark(self.high_watermark)
         try:
@@ -769,14 +570,11 @@ class PartitionLog:
         below its leader's log start fetches from there. Every segment, producer snapshot and leader epoch goes; the
         log start, log end, high watermark and recovery point all become ``offset``. The new start is durable through
         the new segment's base offset (``open`` takes the log start from the first segment)."""
-        with self._lock:
-            self._truncations += 1
-            for segment in self._segments:
-                segment.delete()
-            self._set_segments([self._new_segment(offset, sync_dir=False)])
-            self.log_start_offset = self.log_end_offset = self.high_watermark = offset
-            self.recovery_point = self.durable_offset = offset
-        fsync_dir(self.directory)
+        try:
+            self.local.truncate_fully_and_start_at(offset)
+        finally:  # as soon as the segments are replaced, even when syncing the directory then fails
+            if self.log_start_offset == self.log_end_offset == offset:
+                self.high_watermark = offset
         self.producer_state.truncate()
         self.producer_state.delete_snapshots(above=-1)  # every one
         self.producer_state.on_high_watermark(offset)
@@ -787,151 +585,32 @@ class PartitionLog:
 
     # ------------------------------------------------------------------------------------------ durability
     def flush(self, up_to: int | None = None) -> None:
-        """fsync every segment and index holding data below ``up_to`` (default: the log end), then advance
-        ``recovery_point`` (and ``durable_offset``). Safe to call from a worker thread while the owning thread
-        appends and reads. The active segment's index files may lack their newest entries (see ``index_file``):
-        recovery rebuilds that segment's indexes from the log, whatever its recovery point.
-        """
-        self._sync(up_to, data_only=False)
+        """fsync the files holding data below ``up_to`` and advance the recovery point (``LocalLog.flush``); safe
+        from a worker thread."""
+        self.local.flush(up_to)
 
     def flush_data(self, up_to: int | None = None) -> None:
-        """fdatasync the ``.log`` files holding data below ``up_to``, then advance ``durable_offset``.
-
-        This is what acknowledging needs: after a crash, recovery revalidates everything above the recovery point
-        by CRC and rebuilds the indexes, so the index files need not be synced on the acknowledgement path (``flush``
-        syncs them, and only it advances the recovery point). Safe to call from a worker thread.
-        """
-        self._sync(up_to, data_only=True)
+        """fdatasync the ``.log`` files holding data below ``up_to`` and advance ``durable_offset``
+        (``LocalLog.flush_data``); safe from a worker thread."""
+        self.local.flush_data(up_to)
 
     def sync_plan(self, up_to: int | None = None, *, data_only: bool) -> SyncPlan | None:
-        """What ``flush_data`` (``data_only``) or ``flush`` would sync, for a caller that syncs the files itself:
-        duplicates of their descriptors, which the caller closes. None if nothing below ``up_to`` needs it."""
-        with self._lock:
-            synced = self.durable_offset if data_only else self.recovery_point
-            end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-            if end <= synced:
-                return None
-            fds: list[int] = []
-            try:
-                for segment in self._segments_between(synced, end):
-                    files = (
-                        (segment.fd,)
-                        if data_only
-                        else (segment.fd, segment.offset_index.fd, segment.time_index.fd, segment.txn_index.fd)
-                    )
-                    fds.extend(os.dup(fd) for fd in files)
-            except OSError as exc:
-                for fd in fds:
-                    os.close(fd)
-                raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
-            return SyncPlan(end, data_only, self._truncations, tuple(fds))
-
-    def _segments_between(self, start: int, end: int) -> list[LogSegment]:
-        """The segments holding offsets in [start, end), oldest first. Walks back from the active segment, so it
-        costs what it returns, not the log's segment count (usually only the active segment is unsynced)."""
-        found = []
-        for segment in reversed(self._segments):
-            if segment.next_offset <= start:
-                break
-            if segment.base_offset < end:
-                found.append(segment)
-        found.reverse()
-        return found
+        """What ``flush_data`` (``data_only``) or ``flush`` would sync (``LocalLog.sync_plan``)."""
+        return self.local.sync_plan(up_to, data_only=data_only)
 
     def synced(self, plan: SyncPlan) -> None:
-        """Record that ``plan``'s files were synced: advance ``durable_offset`` (and, for a full flush,
-        ``recovery_point``) to its end, unless the log was truncated meanwhile."""
-        with self._lock:
-            if plan.truncations != self._truncations:
-                return
-            end = min(plan.end, self.log_end_offset)
-            if not plan.data_only:
-                self.recovery_point = max(self.recovery_point, end)
-            self.durable_offset = max(self.durable_offset, end)
-
-    def _sync(self, up_to: int | None, *, data_only: bool) -> None:
-        plan = self.sync_plan(up_to, data_only=data_only)
-        if plan is None:
-            return
-        sync = os.fdatasync if data_only else os.fsync
-        try:
-            fault_point("storage.fsync")
-            for fd in plan.fds:
-                sync(fd)
-        except OSError as exc:
-            raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
-        finally:
-            for fd in plan.fds:
-                os.close(fd)
-        self.synced(plan)
+        """Record that ``plan``'s files were synced (``LocalLog.synced``)."""
+        self.local.synced(plan)
 
     def close(self) -> None:
         """Flush, snapshot the producer state at the log end, close every file."""
         self.flush()
         self.producer_state.take_snapshot(self.log_end_offset)
-        for segment in self._segments:
-            segment.close()
+        self.local.close()
 
     def delete(self) -> None:
         """Close the files and remove the partition directory."""
-        for segment in self._segments:
-            segment.close()
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(self.directory)
-        with contextlib.suppress(OSError):
-            fsync_dir(self.directory.parent)
-
-
-def _with_assigned_offsets(
-    buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]
-) -> list[bytes | memoryview]:
-    """The batches of ``buf`` as pieces to write, none of them copied: each batch's unchecked prefix rebuilt from
-    its header (the offsets and leader epoch this log gave it), then the rest of the batch as it came."""
-    view = memoryview(buf)
-    pieces: list[bytes | memoryview] = []
-    for pos, header in headers:
-        pieces.append(unchecked_prefix(header))
-        pieces.append(view[pos + MAGIC_POS : pos + header.size])
-    return pieces
-
-
-def _needs_rebuild(batch: ValidatedBatch, codec: int | None) -> bool:
-    """Whether a data batch needs new inner offsets or is not in ``codec`` (compression.type; None: any)."""
-    header = batch.header
-    return not header.is_control and (batch.rebuild or (codec is not None and header.compression != codec))
-
-
-def _rebuilt(
-    buf: bytes | bytearray | memoryview, batches: list[ValidatedBatch], codec: int | None, max_message_bytes: int
-) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
-    """The batches with each one ``_needs_rebuild`` names rebuilt by ``log_validator.rebuild_batch``, in ``codec``
-    (None: its own)."""
-    out = bytearray()
-    headers = []
-    for batch in batches:
-        header = batch.header
-        data: bytes | memoryview = memoryview(buf)[batch.position : batch.position + header.size]
-        if _needs_rebuild(batch, codec):
-            target = header.compression if codec is None else codec
-            data = rebuild_batch(buf, batch, target, max_message_bytes)
-        headers.append((len(out), parse_header(data)))
-        out += data
-    return out, headers
-
-
-def _whole_batches(data: bytes, max_offset: int | None) -> tuple[int, bool]:
-    """Length of the whole batches at the start of ``data`` (stopping before base offset >= ``max_offset``),
-    and whether ``max_offset`` stopped it."""
-    pos = 0
-    end = len(data)
-    while end - pos >= BATCH_HEADER_SIZE:
-        header = parse_header(data, pos)
-        if max_offset is not None and header.base_offset >= max_offset:
-            return pos, True
-        if pos + header.size > end:
-            break
-        pos += header.size
-    return pos, False
+        self.local.delete()
 
 
 def _stored_marker(segment: LogSegment, position: int, header: BatchHeader) -> EndTxnMarker | None:

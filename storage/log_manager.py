@@ -8,7 +8,11 @@ recovers).
 Checkpoints are written one at a time, whichever thread writes them, each with the offsets of that moment; a log
 start offset raised by ``advance_log_start_offsets`` is in the file before it is in the log.
 Partition directories are ``<topic>-<partition>``; other entries are ignored, except
-``*-delete`` directories (a topic deletion interrupted by a crash), which are removed.
+``*-delete`` directories (a topic deletion interrupted by a crash), which are removed. A partition directory records
+its topic's id in ``partition.metadata`` (``storage.partition_metadata``) when its log is created with one; ``load``
+given the topics' current ids removes a directory recording another id, or a topic that no longer exists (the
+leftover of a deleted topic, whose deletion a crash cut short), instead of opening it as the log of a topic recreated
+under the same name; it records the current id in a directory that has none yet.
 
 Threads: the set of open logs (``_logs``) is changed by one owner thread only -- the one that calls ``load``,
 ``create``, ``register`` and ``delete_topic`` (the broker's event loop once it serves; its loading thread before).
@@ -23,6 +27,7 @@ import contextlib
 import os
 import shutil
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -35,6 +40,7 @@ from oncelog.storage.checkpoint import (
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import KafkaStorageError, StorageError
 from oncelog.storage.log import PartitionLog, parse_log_dir_name
+from oncelog.storage.partition_metadata import read_topic_id, record_topic_id
 from oncelog.storage.segment import is_segment_log_name
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"  # LogManager.RecoveryPointCheckpointFile
@@ -52,12 +58,21 @@ class LogManager:
         self.default_config = default_config
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self.loaded_clean = False
+        #: The directories ``load`` removed as another topic's (recorded another topic id): the caller logs them.
+        self.strays_removed: list[Path] = []
         #: Held while a checkpoint is written: the periodic one runs in a worker thread.
         self._checkpoint_lock = threading.Lock()
 
-    def load(self, now_ms: int, config_for: Callable[[str], LogConfig] | None = None) -> None:
+    def load(
+        self,
+        now_ms: int,
+        config_for: Callable[[str], LogConfig] | None = None,
+        topic_id_for: Callable[[str], uuid.UUID | None] | None = None,
+    ) -> None:
         """Open every partition directory (recovering unless the clean-shutdown marker is present), each log with
-        ``config_for(topic)`` (default: the manager's default config)."""
+        ``config_for(topic)`` (default: the manager's default config). With ``topic_id_for`` (a topic's current id,
+        None for a topic that does not exist): a directory recording another topic id is removed unopened (listed in
+        ``strays_removed``), and one recording none gets the topic's id."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
@@ -74,6 +89,8 @@ class LogManager:
                 key = parse_log_dir_name(path.name)
             except ValueError:
                 continue
+            if topic_id_for is not None and not self._belongs(path, topic_id_for(key[0])):
+                continue
             self._logs[key] = PartitionLog.open(
                 path,
                 config_for(key[0]) if config_for is not None else self.default_config,
@@ -85,6 +102,23 @@ class LogManager:
         if clean:
             marker.unlink()
             fsync_dir(self.data_dir)
+
+    def _belongs(self, path: Path, topic_id: uuid.UUID | None) -> bool:
+        """False (and the directory removed) when ``path`` records a topic id other than ``topic_id``; True
+        otherwise, with ``topic_id`` recorded in a directory that records none."""
+        recorded = read_topic_id(path)
+        if recorded is None:
+            if topic_id is not None:
+                record_topic_id(path, topic_id)
+            return True
+        if recorded == topic_id:
+            return True
+        self.strays_removed.append(path)
+        doomed = path.with_name(path.name + "." + "x" + DELETE_DIR_SUFFIX)
+        path.rename(doomed)
+        fsync_dir(self.data_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return False
 
     def segments_on_disk(self) -> dict[tuple[str, int], int]:
         """Per partition directory in the data dir, how many segments (``.log`` files) ``load`` will open; read
@@ -105,19 +139,34 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
-    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def create(
+        self, topic: str, partition: int, config: LogConfig | None = None, topic_id: uuid.UUID | None = None
+    ) -> PartitionLog:
         """Return the partition's log, creating its directory when it does not exist yet (owner thread only)."""
         log = self._logs.get((topic, partition))
         if log is None:
-            log = self.register(self.open_new(topic, partition, config))
+            log = self.register(self.open_new(topic, partition, config, topic_id))
         return log
 
-    def open_new(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def open_new(
+        self, topic: str, partition: int, config: LogConfig | None = None, topic_id: uuid.UUID | None = None
+    ) -> PartitionLog:
         """Open the partition's log, creating its directory and first segment when missing, WITHOUT making it one of
-        the manager's logs (``register`` does that). Touches no state of the manager, so any thread may call it; a
-        log opened so must be registered or closed."""
+        the manager's logs (``register`` does that); ``topic_id`` is recorded in its directory (InconsistentTopicIdError
+        when the directory records another). Touches no state of the manager, so any thread may call it; a log opened
+        so must be registered or closed."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        return PartitionLog.open(self.data_dir / f"{topic}-{partition}", config or self.default_config)
+        directory = self.data_dir / f"{topic}-{partition}"
+        if topic_id is not None:
+            if directory.exists():
+                record_topic_id(directory, topic_id)  # refuses another topic's directory before opening it
+            else:
+                # Recorded before the first segment, whose directory fsync makes the record durable with it: one
+                # file fsync more per new log, not two.
+                directory.mkdir()
+                record_topic_id(directory, topic_id, sync_dir=False)
+                fsync_dir(self.data_dir)
+        return PartitionLog.open(directory, config or self.default_config)
 
     def register(self, log: PartitionLog) -> PartitionLog:
         """Make ``log`` (from ``open_new``) one of the manager's logs (owner thread only). Raises ValueError when its

@@ -20,7 +20,10 @@ Record checks (DefaultRecord.readFrom and LogValidator.validateRecord), each rec
   (KIP-937), or a LogAppendTime batch from a client (InvalidTimestampError, INVALID_TIMESTAMP, which wins over
   INVALID_RECORD as in Kafka's processRecordErrors).
 
-Offsets: a compressed batch whose offset deltas are not 0..n-1 is rebuilt with them reassigned, as Kafka's
+Offsets: :func:`validate_and_assign` (Kafka's validateMessagesAndAssignOffsets) is the one path a leader's append
+takes: it validates as above, then gives the batches their offsets from the log end, the appending leader's epoch
+(``partitionLeaderEpoch``) and, for message.timestamp.type=LogAppendTime, the append time. A compressed batch
+whose offset deltas are not 0..n-1 is rebuilt with them reassigned, as Kafka's
 validateMessagesAndAssignOffsetsCompressed does (``ValidatedBatch.rebuild``); so is every data batch whose codec
 differs from compression.type (:func:`rebuild_batch`). Kafka stores an uncompressed batch's deltas unchecked; this
 broker refuses wrong ones (they make consumers see repeated offsets).
@@ -42,11 +45,16 @@ from oncelog.protocol.records.batch import (
     COMPRESSION_MASK,
     CRC_POS,
     LOG_OVERHEAD,
+    MAGIC_POS,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     InvalidBatchError,
     compute_crc,
     pack_header,
     parse_header,
+    set_log_append_time,
+    set_max_timestamp,
+    unchecked_prefix,
     validate_batch,
 )
 from oncelog.protocol.records.codec import decode_varint, encode_varint, read_varint_tail
@@ -575,11 +583,105 @@ def _renumber(data: bytes, index: int, count: int) -> tuple[bytes, int, int]:
     return b"".join(parts), pos, index
 
 
+@dataclass(slots=True)
+class AssignedAppend:
+    """An append validated and given its offsets: ``buf`` holds the batches (rebuilt or stamped when needed), at the
+    positions of ``headers``, whose unchecked prefix (base offset, length, leader epoch) ``pieces`` rewrites."""
+
+    buf: bytes | bytearray | memoryview
+    headers: list[tuple[int, BatchHeader]]
+    #: Largest maxTimestamp of the batches.
+    max_timestamp: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.headers[-1][1].next_offset
+
+    def pieces(self) -> list[bytes | memoryview]:
+        """The batches as pieces to write, none of them copied: each batch's unchecked prefix rebuilt from its header
+        (the offsets and leader epoch given), then the rest of the batch as it came."""
+        view = memoryview(self.buf)
+        pieces: list[bytes | memoryview] = []
+        for pos, header in self.headers:
+            pieces.append(unchecked_prefix(header))
+            pieces.append(view[pos + MAGIC_POS : pos + header.size])
+        return pieces
+
+
+def validate_and_assign(
+    buf: bytes | bytearray | memoryview,
+    config: LogConfig,
+    origin: AppendOrigin,
+    now_ms: int,
+    partition: str,
+    *,
+    next_offset: int,
+    leader_epoch: int,
+    budget: DecompressionBudget | None = None,
+) -> AssignedAppend:
+    """Validate a leader's append (:func:`validate_append`, raising what it raises), rebuild the batches whose inner
+    offsets or codec must change (:func:`rebuild_batch`, in compression.type), set lying maxTimestamps from the
+    records, then give the batches offsets from ``next_offset``, ``leader_epoch`` and, for LogAppendTime topics,
+    ``now_ms`` as their timestamp. ``buf`` itself is never modified."""
+    batches = validate_append(buf, config, origin, now_ms, partition, budget)
+    codec = config.compression_codec
+    validated: list[tuple[int, BatchHeader]]
+    if any(_needs_rebuild(batch, codec) for batch in batches):
+        buf, validated = _rebuilt(buf, batches, codec, config.max_message_bytes)
+    else:
+        validated = [(batch.position, batch.header) for batch in batches]
+        if any(batch.max_timestamp_fixed for batch in batches):
+            buf = bytearray(buf)  # a lying maxTimestamp is set from the records, in place
+            for batch in batches:
+                if batch.max_timestamp_fixed:
+                    set_max_timestamp(buf, batch.position, batch.header.size, batch.header.max_timestamp)
+    log_append_time = config.log_append_time
+    if log_append_time and not isinstance(buf, bytearray):
+        buf = bytearray(buf)  # stamped in place
+    headers = []
+    max_timestamp = NO_TIMESTAMP
+    for pos, header in validated:
+        header = header._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
+        if log_append_time:
+            set_log_append_time(buf, pos, header.size, now_ms)
+            header = header._replace(attributes=header.attributes | TIMESTAMP_TYPE_MASK, max_timestamp=now_ms)
+        headers.append((pos, header))
+        next_offset = header.next_offset
+        max_timestamp = max(max_timestamp, header.max_timestamp)
+    return AssignedAppend(buf, headers, max_timestamp)
+
+
+def _needs_rebuild(batch: ValidatedBatch, codec: int | None) -> bool:
+    """Whether a data batch needs new inner offsets or is not in ``codec`` (compression.type; None: any)."""
+    header = batch.header
+    return not header.is_control and (batch.rebuild or (codec is not None and header.compression != codec))
+
+
+def _rebuilt(
+    buf: bytes | bytearray | memoryview, batches: list[ValidatedBatch], codec: int | None, max_message_bytes: int
+) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    """The batches with each one ``_needs_rebuild`` names rebuilt by :func:`rebuild_batch`, in ``codec`` (None: its
+    own)."""
+    out = bytearray()
+    headers = []
+    for batch in batches:
+        header = batch.header
+        data: bytes | memoryview = memoryview(buf)[batch.position : batch.position + header.size]
+        if _needs_rebuild(batch, codec):
+            target = header.compression if codec is None else codec
+            data = rebuild_batch(buf, batch, target, max_message_bytes)
+        headers.append((len(out), parse_header(data)))
+        out += data
+    return out, headers
+
+
 __all__ = [
     "DECOMPRESSION_BUDGET_BYTES",
+    "AssignedAppend",
     "DecompressionBudget",
     "ValidatedBatch",
     "rebuild_batch",
+    "validate_and_assign",
     "validate_append",
     "validate_replicated",
 ]

@@ -14,12 +14,19 @@ does not lead is answered NOT_LEADER_OR_FOLLOWER.
 A partition's current_leader_epoch (v9+, KIP-320) is checked before it is read (``ReplicaManager.check_leader_epoch``):
 FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH, with no records and offsets -1, as Kafka answers.
 
+Topic ids (v13+, KIP-516): the request names topics by id, resolved through the metadata; an id no topic has (the topic
+was deleted, or recreated under a new id) is answered UNKNOWN_TOPIC_ID for each of its partitions. A topic deleted and
+recreated under the same name while the fetch was parked answers INCONSISTENT_TOPIC_ID (Kafka's partition topic id
+check in ReplicaManager.readFromLog), never the new topic's records under the old id.
+
 No incremental fetch sessions are created: every response is a full one (session id 0) holding every requested
 partition, which all clients accept (kafka-python included, which asks for a session and falls back).
 """
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
@@ -51,6 +58,8 @@ PARTITIONS_PER_CHECKPOINT = 256
 CONSUMER_REPLICA_ID = -1
 #: The first Fetch version carrying the follower's id in ReplicaState (KIP-903) instead of ReplicaId.
 MIN_REPLICA_STATE_VERSION = 15
+#: The first Fetch version naming topics by id instead of by name (KIP-516).
+MIN_TOPIC_ID_VERSION = 13
 
 
 def replica_id(request: Request) -> int:
@@ -72,6 +81,33 @@ def requested_partitions(body) -> dict[str, dict[int, object]]:
     return wanted
 
 
+@dataclass
+class TopicIds:
+    """How a v13+ request's topic ids resolved: the known ones by topic name, and the partitions asked of ids no
+    topic has (each once, in the request's order)."""
+
+    by_name: dict[str, uuid.UUID]
+    unknown: dict[uuid.UUID, dict[int, None]]
+
+
+def requested_by_id(broker: Broker, body) -> tuple[dict[str, dict[int, object]], TopicIds]:
+    """``requested_partitions`` of a request naming topics by id, with the ids resolved through the metadata."""
+    wanted: dict[str, dict[int, object]] = {}
+    ids = TopicIds({}, {})
+    for topic_request in body.topics:
+        topic_id = topic_request["topic_id"]
+        topic = broker.metadata.by_id(topic_id)
+        if topic is None:
+            ids.unknown.setdefault(topic_id, {}).update(
+                dict.fromkeys(p["partition"] for p in topic_request["partitions"])
+            )
+            continue
+        ids.by_name[topic.name] = topic_id
+        per_topic = wanted.setdefault(topic.name, {})
+        per_topic.update({partition["partition"]: partition for partition in topic_request["partitions"]})
+    return wanted, ids
+
+
 def max_response_bytes(broker: Broker, request: Request) -> int:
     """Record bytes the response may carry: the request's max_bytes (v3+) within the broker's fetch.max.bytes."""
     asked = request.body.max_bytes if request.version >= 3 else 2**31 - 1
@@ -79,7 +115,7 @@ def max_response_bytes(broker: Broker, request: Request) -> int:
 
 
 async def _read_all(
-    broker: Broker, request: Request, wanted: dict[str, dict[int, object]]
+    broker: Broker, request: Request, wanted: dict[str, dict[int, object]], ids: TopicIds | None
 ) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
     remaining = max_response_bytes(broker, request)
     hold = request.response_hold
@@ -99,6 +135,8 @@ async def _read_all(
         for index, partition_request in partitions.items():
             if topic is None or not 0 <= index < topic.partitions:
                 read = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif ids is not None and topic.topic_id != ids.by_name[name]:
+                read = PartitionRead(ErrorCode.INCONSISTENT_TOPIC_ID)  # recreated since the id was resolved
             else:
                 read_since_checkpoint += 1
                 if read_since_checkpoint >= PARTITIONS_PER_CHECKPOINT:
@@ -163,15 +201,30 @@ def _partition_response(index: int, read: PartitionRead, isolation: int) -> dict
     }
 
 
-def _response(results: list[tuple[str, list[tuple[int, PartitionRead]]]], isolation: int) -> dict:
+def _response(results: list[tuple[str, list[tuple[int, PartitionRead]]]], isolation: int, ids: TopicIds | None) -> dict:
+    responses = [
+        {
+            "topic": name,
+            "topic_id": ids.by_name[name] if ids is not None else None,
+            "partitions": [_partition_response(i, r, isolation) for i, r in per_partition],
+        }
+        for name, per_partition in results
+    ]
+    if ids is not None:
+        unknown = PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
+        responses.extend(
+            {
+                "topic": "",
+                "topic_id": topic_id,
+                "partitions": [_partition_response(i, unknown, isolation) for i in asked],
+            }
+            for topic_id, asked in ids.unknown.items()
+        )
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "session_id": NO_SESSION_ID,
-        "responses": [
-            {"topic": name, "partitions": [_partition_response(i, r, isolation) for i, r in per_partition]}
-            for name, per_partition in results
-        ],
+        "responses": responses,
     }
 
 
@@ -184,17 +237,21 @@ async def handle(broker: Broker, request: Request) -> dict:
             "session_id": 0,
             "responses": [],
         }
-    wanted = requested_partitions(body)
+    if request.version >= MIN_TOPIC_ID_VERSION:
+        wanted, ids = requested_by_id(broker, body)
+    else:
+        wanted, ids = requested_partitions(body), None
     # The merged partitions are all that is kept: a fetch parked for long does not hold every listing.
     body.topics.clear()
     watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
-    results, total = await _read_all(broker, request, wanted)
-    has_error = any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
+    results, total = await _read_all(broker, request, wanted, ids)
+    has_error = ids is not None and bool(ids.unknown)
+    has_error = has_error or any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
     if total < body.min_bytes and not has_error and trio.current_time() < deadline and watched:
         await _park(broker, request, wanted, watched, deadline)
-        results, total = await _read_all(broker, request, wanted)
-    return _response(results, body.isolation_level)
+        results, total = await _read_all(broker, request, wanted, ids)
+    return _response(results, body.isolation_level, ids)
 
 
 def _visible_bytes(

@@ -1,15 +1,23 @@
 """Metadata (3): the brokers, the controller, topics (auto-created on request) and their partitions' leaders,
-replicas and ISR, from the cluster view (this node alone, or the etcd image on a cluster)."""
+replicas and ISR, from the cluster view (this node alone, or the etcd image on a cluster).
+
+Topic ids (KIP-516): every topic entry carries its id (v10+). A v12 request may name topics by id instead: then the
+names are ignored, nothing is auto-created, and an id no topic has (the topic was deleted, or recreated under a new
+id) is answered UNKNOWN_TOPIC_ID with a null name, as Kafka's handleTopicMetadataRequest answers. A v10-11 request
+naming a topic by id or with a null name is INVALID_REQUEST for every topic it lists (Kafka throws
+InvalidRequestException there, answered by MetadataRequest.getErrorResponse).
+"""
 
 from __future__ import annotations
 
+import uuid
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import trio
 from oncelog.broker.authorized_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS
 from oncelog.broker.delay.topics import delay_topic_spec
-from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
+from oncelog.broker.metadata import INTERNAL_TOPICS, ZERO_UUID, TopicInfo, topic_name_problem
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 
@@ -22,6 +30,8 @@ TOPICS_PER_CHECKPOINT = 256
 NO_LEADER_ID = -1
 #: The leader epoch of a partition that does not exist yet (its creation is under way).
 NO_LEADER_EPOCH = -1
+#: The first Metadata version whose requests may name topics by id (v10-11 declare the field but may not use it).
+MIN_TOPIC_ID_LOOKUP_VERSION = 12
 
 
 def topic_entry(broker: Broker, topic: TopicInfo) -> dict:
@@ -81,11 +91,52 @@ def error_entry(name: str, error: ErrorCode) -> dict:
     }
 
 
+def unknown_id_entry(topic_id: uuid.UUID) -> dict:
+    """The answer for an id no topic has: a null name, as Kafka answers it."""
+    return {**error_entry("", ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": topic_id}
+
+
+def _misuses_ids(request: Request) -> bool:
+    """True for a v10-11 request naming a topic by id or with a null name (Kafka refuses it as a whole)."""
+    return request.version < MIN_TOPIC_ID_LOOKUP_VERSION and any(
+        t["name"] is None or t["topic_id"] != ZERO_UUID for t in request.body.topics
+    )
+
+
+def _invalid_request(request: Request) -> dict:
+    """Kafka's MetadataRequest.getErrorResponse for INVALID_REQUEST: each listed topic with the error."""
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [
+            {**error_entry(t["name"] or "", ErrorCode.INVALID_REQUEST), "topic_id": t["topic_id"], "is_internal": False}
+            for t in request.body.topics
+        ],
+        "cluster_authorized_operations": OMITTED,
+    }
+
+
 async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     requested = body.topics
+    ids = (
+        dict.fromkeys(t["topic_id"] for t in requested if t["topic_id"] != ZERO_UUID)
+        if requested and request.version >= MIN_TOPIC_ID_LOOKUP_VERSION
+        else {}
+    )
+    if requested and _misuses_ids(request):
+        return _invalid_request(request)
     if requested is None or (request.version == 0 and not requested):
         topics = [topic_entry(broker, t) for t in broker.metadata.topics.values()]
+    elif ids:
+        topics = []
+        for looked_up, topic_id in enumerate(ids):
+            if looked_up % TOPICS_PER_CHECKPOINT == TOPICS_PER_CHECKPOINT - 1:
+                await trio.lowlevel.checkpoint()
+            topic = broker.metadata.by_id(topic_id)
+            topics.append(unknown_id_entry(topic_id) if topic is None else topic_entry(broker, topic))
     else:
         allow_create = body.allow_auto_topic_creation and broker.config.get_bool("auto.create.topics.enable")
         topics = []

@@ -49,6 +49,11 @@ async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
     offsets = offsets_of(body.topics, now_ms(), retention_ms=body.retention_time_ms)
     errors = await broker.groups.commit_offsets(
-        body.group_id, body.generation_id_or_member_epoch, body.member_id, body.group_instance_id, offsets
+        body.group_id,
+        body.generation_id_or_member_epoch,
+        body.member_id,
+        body.group_instance_id,
+        offsets,
+        api_version=request.version,
     )
     return {"throttle_time_ms": 0, "topics": by_topic(errors)}

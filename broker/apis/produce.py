@@ -5,6 +5,10 @@ REQUEST_TIMED_OUT after the request's timeout; a partition this node does not le
 
 Versions 0-2 are advertised (old librdkafka turns compression off unless the range includes v0) but every
 partition is answered UNSUPPORTED_VERSION, as Kafka 4.0 does: they predate record batch v2.
+
+Batches are parsed, CRC-checked and validated once, by the log (``storage.log_validator.validate_and_assign``).
+This handler reads only unchecked header fields, as Kafka's KafkaApis does before the log: the first batch's
+producer id and epoch (transaction verification) and, for versions below 7, each batch's codec (zstd).
 """
 
 from __future__ import annotations

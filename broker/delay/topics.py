@@ -8,19 +8,25 @@ the longest level plus the longest outage of the DelayService). The cancel topic
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from oncelog.client.delay import CANCEL_TOPIC, level_of_topic, parse_levels
-
-if TYPE_CHECKING:
-    from oncelog.broker.config import BrokerConfig
 
 #: delay.topic.num.partitions default (oncelog's own): partitions of each delay-level topic.
 DELAY_TOPIC_NUM_PARTITIONS = 1
 CANCEL_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
 
-def delay_topic_spec(config: BrokerConfig, name: str) -> tuple[int, dict[str, str]] | None:
+class DelaySettings(Protocol):
+    """The broker settings read here (``BrokerConfig``; not imported: broker/config.py imports this module's
+    default)."""
+
+    def get_str(self, name: str) -> str: ...
+
+    def get_int(self, name: str) -> int: ...
+
+
+def delay_topic_spec(config: DelaySettings, name: str) -> tuple[int, dict[str, str]] | None:
     """(partitions, configs) of ``name`` when it is a delay topic this broker creates on first use, else None."""
     if not name.startswith("__delay-"):
         return None

@@ -6,8 +6,9 @@ Guarantees:
   so requests naming groups that do not exist leave nothing behind); a JoinGroup / SyncGroup that must wait for the
   rebalance releases the lock and waits for its Reply. A Heartbeat / SyncGroup / LeaveGroup for a group that does
   not exist is answered without taking a lock.
-- State changes follow Kafka's classic protocol: Empty -> PreparingRebalance -> CompletingRebalance -> Stable, back
-  to PreparingRebalance on joins/leaves/expiries, Empty when the last member goes, Dead when deleted.
+- State changes follow Kafka's classic protocol, as the table in ``group.state`` has them: Empty ->
+  PreparingRebalance -> CompletingRebalance -> Stable, back to PreparingRebalance on joins/leaves/expiries, Empty
+  when the last member goes, Dead when deleted; the coordinator reports events, the table picks the state.
 - The group's metadata (generation, protocol, leader, members with assignments) is fsynced in
   ``__consumer_offsets`` before the leader's assignment is handed out, and whenever a rebalance leaves it Empty.
 - Timers (session expiry, join phase end, initial rebalance delay, MEMBER_ID_REQUIRED members) run in one task of
@@ -27,20 +28,24 @@ from typing import TYPE_CHECKING
 
 import structlog
 import trio
-from oncelog.broker.clock import now_ms
 from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
-from oncelog.broker.group.metadata import Group, GroupState, Member, Reply
-from oncelog.broker.group.offsets import OffsetsMixin
+from oncelog.broker.group.metadata import Group, Member, Reply
+from oncelog.broker.group.offsets import ConsumerGroupLookup, OffsetsMixin, TransactionLookup
 from oncelog.broker.group.offsets_log import GroupLog
+from oncelog.broker.group.state import GroupEvent, GroupState
 from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
-from oncelog.broker.txn.markers import add_marker_listener
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.group_log import GroupValue, MemberValue, encode_group_key, encode_group_value
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from collections.abc import Awaitable, Callable
+
+    from oncelog.broker.config import BrokerConfig
+    from oncelog.broker.metadata import MetadataStore
+    from oncelog.broker.replica_manager import ReplicaManager
+    from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
 
@@ -84,10 +89,36 @@ def join_error(error: ErrorCode, member_id: str = "") -> dict:
 class GroupCoordinator(OffsetsMixin):
     """Owns every group of this node and their offsets."""
 
-    def __init__(self, broker: BrokerNode) -> None:
-        self._broker = broker
-        config = broker.config
-        self.group_log = GroupLog(broker)
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataStore,
+        logs: LogManager,
+        replicas: ReplicaManager,
+        *,
+        clock_ms: Callable[[], int],
+        ensure_offsets_topic: Callable[[], Awaitable[None]],
+        deleting_topics: set[str],
+    ) -> None:
+        """``config``: the broker's settings read here (none of them dynamic); ``metadata``: which partitions exist;
+        ``clock_ms``: wall-clock milliseconds (state timestamps, offset expiry); ``ensure_offsets_topic``: creates
+        ``__consumer_offsets`` on first use; ``deleting_topics``: the topics being deleted (offsets of them are
+        refused). The node sets ``transactions`` once the transaction coordinator exists (it writes the markers this
+        coordinator listens to, so it is built after it)."""
+        self._config = config
+        self._metadata = metadata
+        self._clock_ms = clock_ms
+        self._ensure_offsets_topic = ensure_offsets_topic
+        self._deleting_topics = deleting_topics
+        self.transactions: TransactionLookup | None = None
+        #: The KIP-848 groups, which keep their offsets here (set by the node, built after this coordinator).
+        self.consumer_groups: ConsumerGroupLookup | None = None
+        self.group_log = GroupLog(
+            replicas,
+            logs,
+            num_partitions=config.get_int("offsets.topic.num.partitions"),
+            ensure_topic=ensure_offsets_topic,
+        )
         self._initial_delay_ms = config.get_int("group.initial.rebalance.delay.ms")
         self._min_session_ms = config.get_int("group.min.session.timeout.ms")
         self._max_session_ms = config.get_int("group.max.session.timeout.ms")
@@ -102,11 +133,10 @@ class GroupCoordinator(OffsetsMixin):
         #: (offsets partition, producer id) -> groups holding pending transactional offsets of that producer.
         self._pending_txn: dict[tuple[int, int], set[str]] = {}
         self._running = False
-        add_marker_listener(broker.replicas, self._on_marker)
         #: The ``__consumer_offsets`` partitions whose groups this broker coordinates.
         self.partitions = CoordinatorPartitions(
             CONSUMER_OFFSETS_TOPIC,
-            broker.replicas,
+            replicas,
             load=self.group_log.load_steps,
             install=self._install,
             unload=self._unload,
@@ -135,6 +165,7 @@ class GroupCoordinator(OffsetsMixin):
                 member.answer_sync(ErrorCode.NOT_COORDINATOR, b"")
         for key in [k for k in self._pending_txn if k[0] == partition]:
             del self._pending_txn[key]
+        self._kip848.unload(lambda group_id: self.group_log.partition_for(group_id) == partition)
 
     # Lifecycle -------------------------------------------------------------------------------------------------
 
@@ -175,7 +206,7 @@ class GroupCoordinator(OffsetsMixin):
             return join_error(ErrorCode.INVALID_GROUP_ID, request.member_id)
         if not self._min_session_ms <= request.session_timeout_ms <= self._max_session_ms:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
-        await self._broker.ensure_offsets_topic()
+        await self._ensure_offsets_topic()
         async with self._locks(request.group_id):
             if (error := self.status(request.group_id)) != ErrorCode.NONE:
                 return join_error(error, request.member_id)
@@ -183,7 +214,7 @@ class GroupCoordinator(OffsetsMixin):
             if group is None:
                 if request.member_id:
                     return join_error(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
-                group = Group(request.group_id, state_timestamp_ms=now_ms())
+                group = Group(request.group_id, state_timestamp_ms=self._clock_ms())
                 self._groups[request.group_id] = group
             known = request.member_id in group.members or request.member_id in group.pending_members
             if not known and len(group.members) + len(group.pending_members) >= self._max_size:
@@ -362,7 +393,7 @@ class GroupCoordinator(OffsetsMixin):
         else:
             group.initial_delay_remaining_ms = None
             group.join_deadline_s = now + group.rebalance_timeout_ms / 1000
-        group.transition(GroupState.PREPARING_REBALANCE, now_ms())
+        group.apply(GroupEvent.PREPARE_REBALANCE, self._clock_ms())
         log.info("rebalance_started", group_id=group.group_id, generation=group.generation_id, reason=reason)
 
     def _reset_assignments(self, group: Group, error: ErrorCode) -> None:
@@ -388,7 +419,7 @@ class GroupCoordinator(OffsetsMixin):
         if not group.members:
             group.protocol_name = None
             group.refresh_subscribed_topics()
-            group.transition(GroupState.EMPTY, now_ms())
+            group.apply(GroupEvent.JOIN_COMPLETED_EMPTY, self._clock_ms())
             error = await self._store_group(group)
             if error != ErrorCode.NONE:
                 log.warning("group_store_failed", group_id=group.group_id, error=error.name)
@@ -396,7 +427,7 @@ class GroupCoordinator(OffsetsMixin):
             return
         group.protocol_name = group.select_protocol()
         group.refresh_subscribed_topics()
-        group.transition(GroupState.COMPLETING_REBALANCE, now_ms())
+        group.apply(GroupEvent.JOIN_COMPLETED, self._clock_ms())
         now = trio.current_time()
         for member in list(group.members.values()):
             member.answer_join(self._join_result(group, member))
@@ -501,7 +532,7 @@ class GroupCoordinator(OffsetsMixin):
                     for m in group.members.values():
                         m.assignment = full[m.member_id]
                         m.answer_sync(ErrorCode.NONE, m.assignment)
-                    group.transition(GroupState.STABLE, now_ms())
+                    group.apply(GroupEvent.ASSIGNMENT_STORED, self._clock_ms())
                     log.info("group_stable", group_id=group_id, generation=group.generation_id)
             self._schedule(group)
         error, assignment = await reply.wait()  # type: ignore[misc]
@@ -707,7 +738,7 @@ class GroupCoordinator(OffsetsMixin):
             error = await self._write_tombstones(group, list(group.offsets), group_tombstone=True)
             if error != ErrorCode.NONE:
                 return error
-            group.transition(GroupState.DEAD, now_ms())
+            group.apply(GroupEvent.REMOVED, self._clock_ms())
             del self._groups[group_id]
             log.info("group_deleted", group_id=group_id)
             return ErrorCode.NONE

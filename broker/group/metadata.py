@@ -1,44 +1,21 @@
 """A classic consumer group's in-memory state (Kafka's GroupMetadata / MemberMetadata), with no I/O.
 
-Guarantees: state changes follow Kafka's GroupState.validPreviousStates (anything else raises
+Guarantees: state changes follow the table of ``group.state`` (Kafka's ClassicGroupState; anything else raises
 IllegalGroupTransitionError); the leader is always a current member (or None when there are none); the static
 member map (group.instance.id -> member id) only names current members.
 """
 
 from __future__ import annotations
 
-import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
 import trio
+from oncelog.broker.group.state import GroupEvent, GroupState, allows, next_state
 from oncelog.protocol import DecodeError
 from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from oncelog.protocol.consumer_protocol import decode_subscription
 from oncelog.protocol.internal.group_log import OffsetValue
-
-
-class GroupState(enum.Enum):
-    """Kafka's classic group states; ``.value`` is the name DescribeGroups / ListGroups report."""
-
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.DEAD: frozenset(GroupState),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-}
-
-
-class IllegalGroupTransitionError(Exception):
-    """A state change Kafka's coordinator never makes; a bug, not a client error."""
 
 
 class Reply:
@@ -159,15 +136,17 @@ class Group:
     def is_(self, state: GroupState) -> bool:
         return self.state is state
 
-    def transition(self, state: GroupState, now_ms: int) -> None:
-        if self.state not in VALID_PREVIOUS_STATES[state]:
-            raise IllegalGroupTransitionError(f"{self.group_id}: {self.state.value} -> {state.value}")
-        self.state = state
+    def apply(self, event: GroupEvent, now_ms: int) -> GroupState:
+        """Move to the state ``event`` leads to (``state.next_state``: IllegalGroupTransitionError when none), stamped
+        ``now_ms``; returns it."""
+        self.state = next_state(self.group_id, self.state, event)
         self.state_timestamp_ms = now_ms
+        return self.state
 
     @property
     def can_rebalance(self) -> bool:
-        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+        """Kafka's canRebalance: the state allows PREPARE_REBALANCE."""
+        return allows(self.state, GroupEvent.PREPARE_REBALANCE)
 
     # Members ------------------------------------------------------------------------------------------------
 

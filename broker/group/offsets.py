@@ -26,12 +26,12 @@ Guarantees:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import trio
-from oncelog.broker.clock import now_ms
-from oncelog.broker.group.metadata import CommittedOffset, Group, GroupState, Member
+from oncelog.broker.group.metadata import CommittedOffset, Group, Member
+from oncelog.broker.group.state import GroupEvent, GroupState, loaded_state
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.broker.txn.metadata import TxnState
 from oncelog.protocol import ErrorCode
@@ -39,11 +39,13 @@ from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCO
 from oncelog.protocol.internal.group_log import OffsetValue, encode_group_key, encode_offset_key, encode_offset_value
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
+    from oncelog.broker.config import BrokerConfig
     from oncelog.broker.group.offsets_log import GroupLog, LoadedGroup
     from oncelog.broker.keyed_locks import KeyedLocks
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.metadata import MetadataStore
+    from oncelog.broker.txn.metadata import TransactionMetadata
 
 log = structlog.get_logger(__name__)
 
@@ -58,16 +60,58 @@ TopicPartition = tuple[str, int]
 GROUPS_PER_CHECKPOINT = 256
 
 
+class TransactionLookup(Protocol):
+    """What TxnOffsetCommit checks of the transaction coordinator."""
+
+    def coordinates(self, transactional_id: str) -> bool:
+        """This broker coordinates ``transactional_id``'s transactions now."""
+        ...
+
+    def get(self, transactional_id: str) -> TransactionMetadata | None:
+        """The id's current transaction metadata, None for an unknown id."""
+        ...
+
+
+class ConsumerGroupLookup(Protocol):
+    """What the classic coordinator asks of the KIP-848 groups, which keep their offsets here."""
+
+    def is_consumer_group(self, group_id: str) -> bool: ...
+
+    def check_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int | None) -> ErrorCode:
+        """OffsetCommit (``api_version``) or TxnOffsetCommit (None) by a member of a KIP-848 group."""
+        ...
+
+    def subscribed_topics(self, group_id: str) -> set[str]: ...
+
+    def install(self, group_id: str, records: dict[bytes, bytes]) -> None:
+        """Rebuild a KIP-848 group from its records (loading)."""
+        ...
+
+    def unload(self, leaves: Callable[[str], bool]) -> None: ...
+
+
 class OffsetsMixin:
     """The offset half of GroupCoordinator (which provides the attributes declared here)."""
 
-    _broker: BrokerNode
+    _config: BrokerConfig
+    _metadata: MetadataStore
+    _clock_ms: Callable[[], int]
+    _ensure_offsets_topic: Callable[[], Awaitable[None]]
+    _deleting_topics: set[str]
+    transactions: TransactionLookup | None
+    consumer_groups: ConsumerGroupLookup | None
     group_log: GroupLog
     _groups: dict[str, Group]
     _locks: KeyedLocks[str]
     _pending_txn: dict[tuple[int, int], set[str]]
     #: Set once ``run`` started the timers (groups loaded later are scheduled at once).
     _running: bool
+
+    @property
+    def _kip848(self) -> ConsumerGroupLookup:
+        """The KIP-848 groups (set by the node once both coordinators exist)."""
+        assert self.consumer_groups is not None, "the node wires consumer_groups before serving"
+        return self.consumer_groups
 
     def _schedule(self, group: Group) -> None: ...
 
@@ -80,7 +124,9 @@ class OffsetsMixin:
         members' sessions start now; before, ``run`` starts them."""
         now = trio.current_time() if self._running else 0.0
         for group_id, loaded in loaded_groups.items():
-            group = Group(group_id, state_timestamp_ms=now_ms())
+            if loaded.consumer:  # a KIP-848 group: its coordinator rebuilds it; offsets are kept here
+                self._kip848.install(group_id, loaded.consumer)
+            group = Group(group_id, state_timestamp_ms=self._clock_ms())
             meta = loaded.metadata
             if meta is not None:
                 group.generation_id = meta.generation
@@ -106,7 +152,7 @@ class OffsetsMixin:
                 if meta.leader in group.members:
                     group.leader_id = meta.leader
                 group.refresh_subscribed_topics()
-                group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+                group.state = loaded_state(bool(group.members))
             elif not loaded.offsets and not loaded.pending:
                 continue
             group.offsets = {tp: CommittedOffset(v, o) for tp, (v, o) in loaded.offsets.items()}
@@ -122,14 +168,14 @@ class OffsetsMixin:
         their topic would have (``delete_partition_offsets``). A deletion removes them before its topic, so these
         come from a broker version that kept them; without this, a topic created again under the same name would
         see them. A failed append is logged and the remaining groups keep such offsets until the next start."""
-        metadata = self._broker.metadata
+        metadata = self._metadata
         error = await self.delete_partition_offsets(lambda topic, index: not metadata.has_partition(topic, index))
         if error != ErrorCode.NONE:
             log.error("orphaned_offsets_not_removed", error=error.name)
 
     # Markers ---------------------------------------------------------------------------------------------------
 
-    def _on_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+    def on_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker reached a partition: commit or drop the producer's pending offsets there."""
         if topic != CONSUMER_OFFSETS_TOPIC:
             return
@@ -142,10 +188,10 @@ class OffsetsMixin:
     # OffsetCommit ----------------------------------------------------------------------------------------------
 
     def _validate_offsets(self, offsets: dict[TopicPartition, OffsetValue]) -> dict[TopicPartition, ErrorCode]:
-        max_metadata = self._broker.config.get_int("offset.metadata.max.bytes")
+        max_metadata = self._config.get_int("offset.metadata.max.bytes")
         errors: dict[TopicPartition, ErrorCode] = {}
         for (topic, partition), value in offsets.items():
-            if topic in self._broker.topics.deleting or not self._broker.metadata.has_partition(topic, partition):
+            if topic in self._deleting_topics or not self._metadata.has_partition(topic, partition):
                 errors[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(value.metadata.encode()) > max_metadata:
                 errors[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -158,20 +204,26 @@ class OffsetsMixin:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetValue],
+        api_version: int = 8,
     ) -> dict[TopicPartition, ErrorCode]:
         """Kafka's handleCommitOffsets: one error per partition."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        await self._broker.ensure_offsets_topic()
+        await self._ensure_offsets_topic()
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
+            if self._kip848.is_consumer_group(group_id):
+                error = self._kip848.check_commit(group_id, member_id, generation_id, api_version)
+                if error != ErrorCode.NONE:
+                    return dict.fromkeys(offsets, error)
+                return await self._store_offsets(self._offsets_holder(group_id), offsets)
             group = self._groups.get(group_id)
             if group is None:
                 if generation_id >= 0:
                     # Not managed here, or a commit from a generation long gone: refuse it.
                     return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
-                group = Group(group_id, state_timestamp_ms=now_ms())
+                group = Group(group_id, state_timestamp_ms=self._clock_ms())
                 self._groups[group_id] = group
             error = self._check_commit(group, generation_id, member_id, group_instance_id)
             if error != ErrorCode.NONE:
@@ -244,15 +296,15 @@ class OffsetsMixin:
         """Kafka's handleTxnCommitOffsets (with KIP-890's check that the partition is in the transaction)."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        await self._broker.ensure_offsets_topic()
+        await self._ensure_offsets_topic()
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
-            group = self._groups.get(group_id)
-            if group is None:
-                group = Group(group_id, state_timestamp_ms=now_ms())
-                self._groups[group_id] = group
-            error = self._check_txn_commit(group, generation_id, member_id, group_instance_id)
+            group = self._offsets_holder(group_id)
+            if self._kip848.is_consumer_group(group_id):
+                error = self._kip848.check_commit(group_id, member_id, generation_id, None)
+            else:
+                error = self._check_txn_commit(group, generation_id, member_id, group_instance_id)
             if error == ErrorCode.NONE:
                 # Checked last, with no await before the append: a marker cannot slip in between.
                 error = self._check_transaction(transactional_id, group_id, producer_id, producer_epoch, fenced)
@@ -260,6 +312,15 @@ class OffsetsMixin:
                 return dict.fromkeys(offsets, error)
             result = await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
             return {tp: fenced if error == ErrorCode.INVALID_PRODUCER_EPOCH else error for tp, error in result.items()}
+
+    def _offsets_holder(self, group_id: str) -> Group:
+        """The group's entry holding its offsets (made Empty when missing): a KIP-848 group's offsets are kept in
+        one too, so both protocols share them and a group switching protocol keeps them."""
+        group = self._groups.get(group_id)
+        if group is None:
+            group = Group(group_id, state_timestamp_ms=self._clock_ms())
+            self._groups[group_id] = group
+        return group
 
     @staticmethod
     def _check_txn_commit(group: Group, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
@@ -276,11 +337,13 @@ class OffsetsMixin:
     def _check_transaction(
         self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, fenced: ErrorCode
     ) -> ErrorCode:
-        if not self._broker.transactions.coordinates(transactional_id):
+        transactions = self.transactions
+        assert transactions is not None, "the node wires the transaction coordinator before serving"
+        if not transactions.coordinates(transactional_id):
             # On a cluster the transaction lives on another broker, which added this group's partition to it before
             # the client was told to send this (AddOffsetsToTxn); until brokers ask each other, it is not re-checked.
             return ErrorCode.NONE
-        metadata = self._broker.transactions.get(transactional_id)
+        metadata = transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != metadata.producer_epoch:
@@ -355,8 +418,11 @@ class OffsetsMixin:
             group = self._groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 return ErrorCode.GROUP_ID_NOT_FOUND, {}
-            if group.is_(GroupState.EMPTY):
-                refused: set[TopicPartition] = set()
+            if self._kip848.is_consumer_group(group_id):  # KIP-848: its members' topics stay
+                subscribed = self._kip848.subscribed_topics(group_id)
+                refused: set[TopicPartition] = {tp for tp in partitions if tp[0] in subscribed}
+            elif group.is_(GroupState.EMPTY):
+                refused = set()
             elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
                 refused = {tp for tp in partitions if group.is_subscribed_to(tp[0])}
             else:
@@ -371,30 +437,39 @@ class OffsetsMixin:
             }
 
     async def _run_offset_expiration(self) -> None:
-        interval_s = self._broker.config.get_int("offsets.retention.check.interval.ms") / 1000
+        interval_s = self._config.get_int("offsets.retention.check.interval.ms") / 1000
         while True:
             await trio.sleep(interval_s)
-            await self.expire_offsets(now_ms())
+            await self.expire_offsets(self._clock_ms())
 
     async def expire_offsets(self, now: int) -> None:
         """Kafka's cleanupGroupMetadata: every group loses the offsets ``Group.expired_offsets`` names (tombstones),
         and an Empty group left with no offsets and no open transaction is removed. A failed append leaves that
         group as it was, for the next pass."""
-        retention_ms = self._broker.config.get_int("offsets.retention.minutes") * 60_000
+        retention_ms = self._config.get_int("offsets.retention.minutes") * 60_000
         for i, (group_id, group) in enumerate(list(self._groups.items())):
             if i % GROUPS_PER_CHECKPOINT == GROUPS_PER_CHECKPOINT - 1:
                 await trio.lowlevel.checkpoint()
-            if not group.expired_offsets(now, retention_ms) and not _removable(group):
+            if not self._expired(group, now, retention_ms) and not _removable(group):
                 continue
             async with self._locks(group_id):
                 if self._groups.get(group_id) is not group:
                     continue
-                expired = group.expired_offsets(now, retention_ms)
+                expired = self._expired(group, now, retention_ms)
                 error, _, gone = await self._remove_offsets(group, expired, remove_empty_group=True)
                 if error != ErrorCode.NONE:
                     log.warning("offset_expiration_failed", group_id=group_id, error=error.name)
                 elif expired or gone:
                     log.info("offsets_expired", group_id=group_id, partitions=len(expired), group_removed=gone)
+
+    def _expired(self, group: Group, now: int, retention_ms: int) -> list[TopicPartition]:
+        """``Group.expired_offsets``; a KIP-848 group's offsets sit in an entry without protocol type (expiring from
+        their commit), less those of the topics its members subscribe to, as Kafka's ConsumerGroup expires them."""
+        expired = group.expired_offsets(now, retention_ms)
+        if expired and self._kip848.is_consumer_group(group.group_id):
+            subscribed = self._kip848.subscribed_topics(group.group_id)
+            expired = [tp for tp in expired if tp[0] not in subscribed]
+        return expired
 
     async def delete_partition_offsets(self, deleted: Callable[[str, int], bool]) -> ErrorCode:
         """Kafka's onPartitionsDeleted: every group loses its committed and pending transactional offsets of the
@@ -433,7 +508,7 @@ class OffsetsMixin:
         gone = remove_empty_group and _removable(group, left)
         error = await self._write_tombstones(group, held, group_tombstone=gone)
         if error == ErrorCode.NONE and gone:
-            group.transition(GroupState.DEAD, now_ms())
+            group.apply(GroupEvent.REMOVED, self._clock_ms())
             del self._groups[group.group_id]
         return error, held, gone
 

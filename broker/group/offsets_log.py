@@ -11,17 +11,17 @@ offsets, as Kafka's OffsetMetadataManager.replay does), transactional offsets fo
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import structlog
 from oncelog.broker.clock import now_ms
 from oncelog.broker.coordinator_partitions import LOAD_STEP_RECORDS, LoadSteps
-from oncelog.broker.faults import fault_point
-from oncelog.broker.internal_log import replay
+from oncelog.broker.internal_log import InternalTopicLog
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC
 from oncelog.protocol import DecodeError, ErrorCode
+from oncelog.protocol.internal.consumer_group_log import decode_consumer_key
 from oncelog.protocol.internal.group_log import (
     GroupKey,
     GroupValue,
@@ -31,19 +31,16 @@ from oncelog.protocol.internal.group_log import (
     decode_key,
     decode_offset_value,
 )
-from oncelog.protocol.internal.java_hash import partition_for_key
 from oncelog.protocol.records import (
-    BatchHeader,
     ControlType,
-    Record,
     SimpleRecord,
     decode_control_record,
     encode_batch,
 )
-from oncelog.storage.append_origin import AppendOrigin
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.replica_manager import ReplicaManager
+    from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
 
@@ -73,17 +70,33 @@ class LoadedGroup:
     metadata: GroupValue | None = None
     offsets: dict[tuple[str, int], tuple[OffsetValue, int]] = field(default_factory=dict)
     pending: dict[int, dict[tuple[str, int], tuple[OffsetValue, int]]] = field(default_factory=dict)
+    #: Its KIP-848 records (``consumer_group_log``), last value per key, tombstoned keys gone.
+    consumer: dict[bytes, bytes] = field(default_factory=dict)
 
 
-class GroupLog:
+class GroupLog(InternalTopicLog):
     """Appends group records durably and replays them at start."""
 
-    def __init__(self, broker: BrokerNode) -> None:
-        self._broker = broker
-        self.num_partitions = broker.config.get_int("offsets.topic.num.partitions")
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for_key(group_id, self.num_partitions)
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        logs: LogManager,
+        *,
+        num_partitions: int,
+        ensure_topic: Callable[[], Awaitable[None]],
+    ) -> None:
+        """``num_partitions``: offsets.topic.num.partitions; ``ensure_topic`` creates ``__consumer_offsets`` on
+        first use."""
+        super().__init__(
+            CONSUMER_OFFSETS_TOPIC,
+            num_partitions,
+            replicas=replicas,
+            logs=logs,
+            create_topic=ensure_topic,
+            commit_timeout_ms=OFFSETS_COMMIT_TIMEOUT_MS,
+            append_errors=_APPEND_ERRORS,
+            after_append_fault="group.after_offset_append",
+        )
 
     async def append(
         self,
@@ -95,7 +108,6 @@ class GroupLog:
     ) -> tuple[ErrorCode, int]:
         """Append ``records`` (key, value) in one batch -- transactional when ``producer_id`` >= 0 -- and wait until
         it is durable. Returns (error, offset of the first record)."""
-        await self._broker.ensure_offsets_topic()
         transactional = producer_id >= 0
         batch = encode_batch(
             [SimpleRecord(key, value) for key, value in records],
@@ -105,17 +117,7 @@ class GroupLog:
             transactional=transactional,
             now_ms=now_ms(),
         )
-        partition = self.partition_for(group_id)
-        replicas = self._broker.replicas
-        outcome = replicas.append(CONSUMER_OFFSETS_TOPIC, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
-        if outcome.error != ErrorCode.NONE or outcome.result is None:
-            return _APPEND_ERRORS.get(outcome.error, outcome.error), -1
-        fault_point("group.after_offset_append")
-        end = outcome.result.last_offset + 1
-        error = await replicas.wait_committed(CONSUMER_OFFSETS_TOPIC, partition, end, OFFSETS_COMMIT_TIMEOUT_MS / 1000)
-        if error != ErrorCode.NONE:
-            return _APPEND_ERRORS.get(error, error), -1
-        return ErrorCode.NONE, outcome.result.first_offset
+        return await self.append_batch(group_id, batch)
 
     def load_steps(self, partition: int) -> LoadSteps:
         """Replay the partition (yielding every LOAD_STEP_RECORDS records); returns its groups. Undecodable records
@@ -123,7 +125,7 @@ class GroupLog:
         groups: dict[str, LoadedGroup] = {}
         # producer id -> groups with pending offsets of that producer in this partition
         pending_by_producer: dict[int, set[str]] = {}
-        for replayed, (header, record) in enumerate(self._records(partition), 1):
+        for replayed, (header, record) in enumerate(self.replay(partition), 1):
             if replayed % LOAD_STEP_RECORDS == 0:
                 yield
             if header.is_control:
@@ -140,6 +142,13 @@ class GroupLog:
             if record.key is None:
                 continue
             try:
+                if (consumer_key := decode_consumer_key(record.key)) is not None:
+                    records = groups.setdefault(consumer_key.group, LoadedGroup()).consumer
+                    if record.value is None:
+                        records.pop(bytes(record.key), None)
+                    else:
+                        records[bytes(record.key)] = bytes(record.value)
+                    continue
                 key = decode_key(record.key)
                 if isinstance(key, OffsetKey):
                     value = decode_offset_value(record.value)
@@ -161,6 +170,3 @@ class GroupLog:
             except DecodeError as exc:
                 log.warning("group_record_skipped", partition=partition, offset=record.offset, error=str(exc))
         return groups
-
-    def _records(self, partition: int) -> Iterator[tuple[BatchHeader, Record]]:
-        return replay(self._broker.logs.get(CONSUMER_OFFSETS_TOPIC, partition))

@@ -5,9 +5,13 @@ Guarantees:
   awaited); different ids proceed concurrently. A request naming an id this coordinator does not have is answered
   without keeping anything for it (INVALID_PRODUCER_ID_MAPPING, as Kafka).
 - Every state change is appended to ``__transaction_state`` and fsynced before it is acted on or answered.
-- EndTxn answers once the markers are durable in every partition of the transaction; the Complete* record is
-  appended then (its fsync is not waited for: if it is lost, the restart completes the transaction again, and
-  writing a marker twice is harmless).
+- EndTxn answers once the markers are durable in every partition of the transaction, or once they have been
+  pending for ``MARKER_ANSWER_WAIT_MS`` (a partition's leader is away): the outcome is decided and durable with
+  PrepareCommit/PrepareAbort, which is when Kafka answers. The markers' delivery goes on in the background (the
+  marker writer re-routes each partition to its current leader; the others' markers are written meanwhile) and the
+  transaction stays prepared, answering CONCURRENT_TRANSACTIONS to its producer, until every partition has its
+  marker. The Complete* record is appended then (its fsync is not waited for: if it is lost, the restart completes
+  the transaction again, and writing a marker twice is harmless).
 - It coordinates the ids of the ``__transaction_state`` partitions this broker leads, and only those (the single node
   leads every partition and loads them all before serving). When it becomes a partition's leader (a
   ``ReplicaManager`` role listener) it loads that partition's ids from the local replica in bounded steps, answering
@@ -26,19 +30,19 @@ Guarantees:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
-from oncelog.broker.clock import now_ms
 from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
 from oncelog.broker.faults import fault_point
 from oncelog.broker.keyed_locks import KeyedLocks
 from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from oncelog.broker.txn.markers import MarkerWriter, TxnMarker
+from oncelog.broker.txn.markers import MARKER_FENCED, MARKER_SETTLED, MarkerWriter, TxnMarker
 from oncelog.broker.txn.metadata import (
     COMPLETED_STATES,
     EXHAUSTED_EPOCH,
@@ -56,7 +60,12 @@ from oncelog.protocol import ErrorCode
 from oncelog.protocol.internal.java_hash import partition_for_key
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.cluster.producer_ids import ClusterProducerIds
+    from oncelog.broker.config import BrokerConfig
+    from oncelog.broker.producer_ids import ProducerIdAllocator
+    from oncelog.broker.replica_manager import ReplicaManager
+    from oncelog.broker.topics import TopicManager
+    from oncelog.storage.log_manager import LogManager
 
 log = structlog.get_logger(__name__)
 
@@ -66,29 +75,68 @@ COMPLETION_RETRY_BACKOFF_S = 0.5
 #: Retries of a marker write that failed with a retriable error, and the pause between them.
 MARKER_RETRIES = 10
 MARKER_RETRY_BACKOFF_S = 0.1
+#: The longest pause between retries of a marker write that keeps failing in the background.
+MARKER_RETRY_MAX_BACKOFF_S = 1.0
+#: How long EndTxn waits for its markers before answering with the outcome decided (oncelog's own; Kafka answers
+#: as soon as PrepareCommit/PrepareAbort is durable and lets its TransactionMarkerChannelManager write the markers).
+MARKER_ANSWER_WAIT_MS = 5000
+
+
+@dataclasses.dataclass(eq=False)
+class _MarkerDelivery:
+    """The background delivery of one prepared transaction's markers."""
+
+    marker: TxnMarker
+    #: Set when the delivery stops: every partition has its marker (``written``), or it was fenced, deposed, or
+    #: ran out of attempts.
+    stopped: trio.Event = dataclasses.field(default_factory=trio.Event)
+    written: bool = False
+    fenced: bool = False
+    scope: trio.CancelScope = dataclasses.field(default_factory=trio.CancelScope)
 
 
 class TransactionCoordinator:
     """Owns the metadata of every transactional id and the transaction state machine."""
 
-    def __init__(self, broker: BrokerNode, markers: MarkerWriter) -> None:
-        self._broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        logs: LogManager,
+        topics: TopicManager,
+        producer_ids: ProducerIdAllocator | ClusterProducerIds,
+        markers: MarkerWriter,
+        *,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        """``config``: the broker's settings read here (none of them dynamic); ``topics`` creates
+        ``__transaction_state`` on first use; ``producer_ids`` hands out new producer ids; ``markers`` writes the
+        transaction markers; ``clock_ms``: wall-clock milliseconds (timeouts, expiration, state timestamps)."""
+        self._config = config
+        self._producer_ids = producer_ids
         self._markers = markers
-        self.state_log = TransactionStateLog(broker)
-        self._max_timeout_ms = broker.config.get_int("transaction.max.timeout.ms")
-        self._expiration_ms = broker.config.get_int("transactional.id.expiration.ms")
+        self._clock_ms = clock_ms
+        self.state_log = TransactionStateLog(
+            replicas, logs, topics, num_partitions=config.get_int("transaction.state.log.num.partitions")
+        )
+        self._max_timeout_ms = config.get_int("transaction.max.timeout.ms")
+        self._expiration_ms = config.get_int("transactional.id.expiration.ms")
         self._transactions: dict[str, TransactionMetadata] = {}
         self._locks: KeyedLocks[str] = KeyedLocks()
-        #: Ongoing transactions by the first now_ms() at which they are past their timeout.
+        #: Ongoing transactions by the first clock reading at which they are past their timeout.
         self._timeouts: DeadlineHeap[str] = DeadlineHeap()
-        #: Completed (or empty) ids by the first now_ms() at which they have been idle too long.
+        #: Completed (or empty) ids by the first clock reading at which they have been idle too long.
         self._expirations: DeadlineHeap[str] = DeadlineHeap()
         #: Ids in PrepareCommit / PrepareAbort: their markers are (re)written by ``complete_pending``.
         self._prepared: set[str] = set()
+        #: Prepared ids whose markers are being delivered in the background (``_deliver``).
+        self._deliveries: dict[str, _MarkerDelivery] = {}
+        #: Where deliveries run (``run_loader``'s); None before it runs, when markers are written inline.
+        self._nursery: trio.Nursery | None = None
         #: The ``__transaction_state`` partitions whose ids this broker coordinates, at which coordinator epoch.
         self.partitions = CoordinatorPartitions(
             TRANSACTION_STATE_TOPIC,
-            broker.replicas,
+            replicas,
             load=self.state_log.load_steps,
             install=self._install,
             unload=self._unload,
@@ -111,14 +159,21 @@ class TransactionCoordinator:
             self._track(metadata)
 
     def _unload(self, partition: int) -> None:
+        for transactional_id in [t for t in self._deliveries if self.state_log.partition_for(t) == partition]:
+            self._deliveries.pop(transactional_id).scope.cancel()
         for transactional_id in [t for t in self._transactions if self.state_log.partition_for(t) == partition]:
             del self._transactions[transactional_id]
             self._untrack(transactional_id)
 
     async def run_loader(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Load each ``__transaction_state`` partition this broker comes to lead, then complete its prepared
-        transactions in the background."""
-        await self.partitions.run(task_status=task_status)
+        transactions in the background; deliveries of markers run here too."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                await self.partitions.run(task_status=task_status)
+            finally:
+                self._nursery = None
 
     async def _complete_partition(self, partition: int, epoch: int) -> None:
         """Complete the partition's prepared transactions, round after round, while it is owned at ``epoch``."""
@@ -138,8 +193,8 @@ class TransactionCoordinator:
         for transactional_id in sorted(transactional_ids):
             async with self._locks(transactional_id):
                 current = self._transactions.get(transactional_id)
-                if current is None or current.state not in PREPARED_STATES:
-                    continue
+                if current is None or current.state not in PREPARED_STATES or transactional_id in self._deliveries:
+                    continue  # a delivery under way completes it
                 try:
                     await self._complete(current, self._coordinator_epoch(transactional_id))
                 except StateLogError as exc:
@@ -147,12 +202,12 @@ class TransactionCoordinator:
 
     async def run_expiration(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Abort timed-out transactions every transaction.abort.timed.out.transaction.cleanup.interval.ms."""
-        interval_s = self._broker.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        interval_s = self._config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         task_status.started()
         while True:
             await trio.sleep(interval_s)
-            await self.abort_timed_out(now_ms())
-            await self.expire_idle_ids(now_ms())
+            await self.abort_timed_out(self._clock_ms())
+            await self.expire_idle_ids(self._clock_ms())
             await self.complete_pending()  # prepared transactions whose markers could not be written earlier
 
     async def abort_timed_out(self, now: int) -> None:
@@ -212,7 +267,7 @@ class TransactionCoordinator:
         """Keep the timers and the prepared set in step with an id's current metadata."""
         transactional_id = metadata.transactional_id
         state = metadata.state
-        # is_expired: start + timeout < now, so the first due now_ms() is start + timeout + 1 (likewise below).
+        # is_expired: start + timeout < now, so the first due clock reading is start + timeout + 1 (likewise below).
         timeout_at = metadata.start_timestamp_ms + metadata.timeout_ms + 1 if state == TxnState.ONGOING else math.inf
         self._timeouts.schedule(transactional_id, timeout_at)
         idle_at = metadata.last_update_timestamp_ms + self._expiration_ms + 1 if state in COMPLETED_STATES else math.inf
@@ -258,7 +313,7 @@ class TransactionCoordinator:
 
     def offsets_partition_for(self, group_id: str) -> tuple[str, int]:
         """The ``__consumer_offsets`` partition of a group (abs(hashCode) % offsets.topic.num.partitions)."""
-        partitions = self._broker.config.get_int("offsets.topic.num.partitions")
+        partitions = self._config.get_int("offsets.topic.num.partitions")
         return CONSUMER_OFFSETS_TOPIC, partition_for_key(group_id, partitions)
 
     # InitProducerId --------------------------------------------------------------------------------------------
@@ -280,11 +335,11 @@ class TransactionCoordinator:
             except StateLogError as exc:
                 return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             metadata = self._transactions.get(transactional_id)
-            now = now_ms()
+            now = self._clock_ms()
             if metadata is None:
                 metadata = TransactionMetadata(
                     transactional_id,
-                    self._broker.producer_ids.next_id(),
+                    self._producer_ids.next_id(),
                     NO_PRODUCER_EPOCH,
                     timeout_ms,
                     TxnState.EMPTY,
@@ -307,7 +362,7 @@ class TransactionCoordinator:
                 new = metadata.transition(
                     TxnState.EMPTY,
                     now,
-                    producer_id=self._broker.producer_ids.next_id(),
+                    producer_id=self._producer_ids.next_id(),
                     producer_epoch=0,
                     last_producer_id=metadata.producer_id,
                     last_producer_epoch=metadata.producer_epoch if expected else NO_PRODUCER_EPOCH,
@@ -397,7 +452,7 @@ class TransactionCoordinator:
                 return error
             if metadata.state == TxnState.ONGOING and wanted <= metadata.partitions:
                 return ErrorCode.NONE
-            now = now_ms()
+            now = self._clock_ms()
             start = metadata.start_timestamp_ms if metadata.state == TxnState.ONGOING else now
             new = metadata.transition(
                 TxnState.ONGOING,
@@ -454,11 +509,13 @@ class TransactionCoordinator:
             if bump_epoch:
                 changes |= {"producer_epoch": metadata.producer_epoch + 1, "last_producer_epoch": epoch}
                 if epoch_exhausted(metadata.producer_epoch):
-                    changes["next_producer_id"] = self._broker.producer_ids.next_id()
+                    changes["next_producer_id"] = self._producer_ids.next_id()
             try:
                 completed = await self._prepare_and_complete(metadata, commit, coordinator_epoch, **changes)
             except StateLogError as exc:
                 return exc.error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            if completed.state in PREPARED_STATES:  # markers still under way: answer with the identity it ends with
+                completed = self._completed(completed)
             return ErrorCode.NONE, completed.producer_id, completed.producer_epoch
 
     @staticmethod
@@ -501,21 +558,23 @@ class TransactionCoordinator:
     async def _fence_and_abort(self, metadata: TransactionMetadata, coordinator_epoch: int) -> None:
         """Bump the epoch (fencing the current producer) and abort the ongoing transaction with it."""
         epoch = metadata.producer_epoch if epoch_exhausted(metadata.producer_epoch) else metadata.producer_epoch + 1
-        fencing = metadata.transition(TxnState.PREPARE_EPOCH_FENCE, now_ms(), producer_epoch=epoch)
+        fencing = metadata.transition(TxnState.PREPARE_EPOCH_FENCE, self._clock_ms(), producer_epoch=epoch)
         await self._prepare_and_complete(fencing, False, coordinator_epoch)
 
     async def _prepare_and_complete(
         self, metadata: TransactionMetadata, commit: bool, coordinator_epoch: int, **changes: object
     ) -> TransactionMetadata:
         prepared = metadata.transition(
-            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms(), **changes
+            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, self._clock_ms(), **changes
         )
         await self._persist(prepared, coordinator_epoch)
         fault_point("txn.after_prepare")
         return await self._complete(prepared, coordinator_epoch)
 
     async def _complete(self, prepared: TransactionMetadata, coordinator_epoch: int) -> TransactionMetadata:
-        """Write the markers of a prepared transaction, then its Complete* record (not waited for); returns it.
+        """Write the markers of a prepared transaction, then its Complete* record (not waited for); returns it, or
+        ``prepared`` when the markers are still being delivered after MARKER_ANSWER_WAIT_MS (the delivery appends
+        the Complete* record once they are all written).
 
         The markers carry the prepared producer id and epoch and the coordinator epoch; a transaction whose epoch
         bump overflowed completes with its next producer id at epoch 0 (KIP-890 part 2)."""
@@ -523,8 +582,12 @@ class TransactionCoordinator:
         marker = TxnMarker(
             prepared.producer_id, prepared.producer_epoch, coordinator_epoch, commit, prepared.partitions
         )
-        await self._write_markers(marker, prepared.transactional_id)
-        fault_point("txn.before_complete")
+        if not await self._write_markers(marker, prepared.transactional_id):
+            return prepared
+        return await self._write_complete(prepared, coordinator_epoch)
+
+    def _completed(self, prepared: TransactionMetadata) -> TransactionMetadata:
+        """The Complete* state that follows ``prepared`` once its markers are written."""
         identity: dict[str, object] = {}
         if prepared.next_producer_id != NO_PRODUCER_ID:
             identity = {
@@ -533,36 +596,81 @@ class TransactionCoordinator:
                 "last_producer_id": prepared.producer_id,
                 "next_producer_id": NO_PRODUCER_ID,
             }
-        completed = prepared.transition(
+        commit = prepared.state == TxnState.PREPARE_COMMIT
+        return prepared.transition(
             TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
-            now_ms(),
+            self._clock_ms(),
             partitions=frozenset(),
             **identity,
         )
+
+    async def _write_complete(self, prepared: TransactionMetadata, coordinator_epoch: int) -> TransactionMetadata:
+        fault_point("txn.before_complete")
+        completed = self._completed(prepared)
         await self._persist(completed, coordinator_epoch, wait=False)
         return completed
 
-    async def _write_markers(self, marker: TxnMarker, transactional_id: str) -> None:
-        """Write markers until every partition has one; partitions deleted meanwhile are dropped, as in Kafka.
-        NOT_COORDINATOR once a partition leader has seen a newer coordinator epoch or this broker lost the id's
-        partition: the coordinator that took over completes the transaction."""
+    async def _write_markers(self, marker: TxnMarker, transactional_id: str) -> bool:
+        """Deliver the markers (or join the delivery already under way) and wait up to MARKER_ANSWER_WAIT_MS: True
+        once every partition has its marker (partitions deleted meanwhile are dropped, as in Kafka), False while
+        the delivery goes on in the background. NOT_COORDINATOR once a partition leader has seen a newer
+        coordinator epoch or this broker lost the id's partition: the coordinator that took over completes the
+        transaction. Before ``run_loader`` runs, markers are written inline with MARKER_RETRIES attempts
+        (COORDINATOR_NOT_AVAILABLE after them)."""
+        self._coordinator_epoch(transactional_id, expected=marker.coordinator_epoch)
+        delivery = self._deliveries.get(transactional_id)
+        if delivery is None or delivery.marker != marker:
+            if delivery is not None:
+                delivery.scope.cancel()
+            delivery = _MarkerDelivery(marker)
+            if self._nursery is None:
+                await self._deliver(transactional_id, delivery, attempts=MARKER_RETRIES)
+            else:
+                self._deliveries[transactional_id] = delivery
+                self._nursery.start_soon(self._deliver, transactional_id, delivery)
+        with trio.move_on_after(MARKER_ANSWER_WAIT_MS / 1000):
+            await delivery.stopped.wait()
+        if not delivery.stopped.is_set():
+            log.warning("markers_pending", transactional_id=transactional_id, producer_id=marker.producer_id)
+            return False
+        if self._deliveries.get(transactional_id) is delivery:
+            del self._deliveries[transactional_id]
+        self._coordinator_epoch(transactional_id, expected=marker.coordinator_epoch)
+        if delivery.fenced:
+            raise StateLogError(ErrorCode.NOT_COORDINATOR)
+        if not delivery.written:
+            raise StateLogError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return True
+
+    async def _deliver(self, transactional_id: str, delivery: _MarkerDelivery, *, attempts: int | None = None) -> None:
+        """Write the markers until every partition has one (or ``attempts`` rounds), while the id's partition is
+        owned at the marker's coordinator epoch; then, in the background, append the Complete* record unless a
+        waiting EndTxn did."""
+        try:
+            with delivery.scope:
+                await self._deliver_rounds(transactional_id, delivery, attempts)
+        finally:
+            delivery.stopped.set()
+        if attempts is None and delivery.written:
+            await self._complete_delivered(transactional_id, delivery)
+
+    async def _deliver_rounds(self, transactional_id: str, delivery: _MarkerDelivery, attempts: int | None) -> None:
+        marker = delivery.marker
         remaining = marker.partitions
-        for attempt in range(MARKER_RETRIES):
-            self._coordinator_epoch(transactional_id, expected=marker.coordinator_epoch)
+        backoff = MARKER_RETRY_BACKOFF_S
+        for attempt in range(attempts) if attempts is not None else itertools.count():
+            if self.partitions.owned.get(self.state_log.partition_for(transactional_id)) != marker.coordinator_epoch:
+                return
             errors = await self._markers.write(dataclasses.replace(marker, partitions=remaining))
-            if ErrorCode.TRANSACTION_COORDINATOR_FENCED in errors.values():
+            if MARKER_FENCED & set(errors.values()):
                 log.warning(
-                    "coordinator_fenced",
-                    transactional_id=transactional_id,
-                    coordinator_epoch=marker.coordinator_epoch,
+                    "coordinator_fenced", transactional_id=transactional_id, coordinator_epoch=marker.coordinator_epoch
                 )
-                raise StateLogError(ErrorCode.NOT_COORDINATOR)
-            remaining = frozenset(
-                tp
-                for tp, error in errors.items()
-                if error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            )
+                delivery.fenced = True
+                return
+            remaining = frozenset(tp for tp, error in errors.items() if error not in MARKER_SETTLED)
             if not remaining:
+                delivery.written = True
                 return
             log.warning(
                 "marker_write_failed",
@@ -570,8 +678,28 @@ class TransactionCoordinator:
                 attempt=attempt,
                 errors={f"{t}-{p}": errors[(t, p)].name for t, p in remaining},
             )
-            await trio.sleep(MARKER_RETRY_BACKOFF_S)
-        raise StateLogError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            await trio.sleep(backoff)
+            if attempts is None:
+                backoff = min(backoff * 2, MARKER_RETRY_MAX_BACKOFF_S)
+
+    async def _complete_delivered(self, transactional_id: str, delivery: _MarkerDelivery) -> None:
+        """Append the Complete* record of a transaction whose markers a background delivery wrote, unless it is no
+        longer that prepared transaction (a waiting EndTxn completed it, or the id moved)."""
+        marker = delivery.marker
+        async with self._locks(transactional_id):
+            if self._deliveries.get(transactional_id) is delivery:
+                del self._deliveries[transactional_id]
+            current = self._transactions.get(transactional_id)
+            if (
+                current is None
+                or current.state != (TxnState.PREPARE_COMMIT if marker.commit else TxnState.PREPARE_ABORT)
+                or (current.producer_id, current.producer_epoch) != (marker.producer_id, marker.producer_epoch)
+            ):
+                return
+            try:
+                await self._write_complete(current, marker.coordinator_epoch)
+            except StateLogError as exc:
+                log.warning("completion_failed", transactional_id=transactional_id, error=exc.error.name)
 
     async def _persist(self, metadata: TransactionMetadata, coordinator_epoch: int, *, wait: bool = True) -> None:
         """Append the change, then make it current, both only while the id's partition is owned at

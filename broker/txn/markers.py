@@ -7,8 +7,7 @@ cluster a writer that sends WriteTxnMarkers requests to each leader takes its pl
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,15 +34,27 @@ class TxnMarker:
     partitions: frozenset[tuple[str, int]]
 
 
-#: ``listener(topic, partition, producer_id, commit)``: told of every marker appended to a partition.
-MarkerListener = Callable[[str, int, int, bool], None]
-_LISTENERS: weakref.WeakKeyDictionary[ReplicaManager, list[MarkerListener]] = weakref.WeakKeyDictionary()
+#: Outcomes of a partition's marker write after which it is not written again: written, the partition deleted, or
+#: a log that cannot hold markers (Kafka drops those partitions); every other error is retried.
+MARKER_SETTLED = frozenset(
+    {
+        ErrorCode.NONE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        ErrorCode.UNSUPPORTED_VERSION,
+    }
+)
+#: Outcomes that tell the coordinator it was deposed: it stops writing the transaction's markers (Kafka's
+#: TransactionMarkerRequestCompletionHandler treats both alike).
+MARKER_FENCED = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
 
 
-def add_marker_listener(replicas: ReplicaManager, listener: MarkerListener) -> None:
-    """Call ``listener`` for each marker appended through ``replicas`` from now on (the group coordinator uses it
-    to commit or drop transactional offsets once the marker is in ``__consumer_offsets``)."""
-    _LISTENERS.setdefault(replicas, []).append(listener)
+class MarkerListener(Protocol):
+    """Told of every marker appended to a partition of this broker (the group coordinator: it commits or drops a
+    producer's pending transactional offsets once the marker is in ``__consumer_offsets``, as Kafka's
+    onTransactionCompleted)."""
+
+    def on_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None: ...
 
 
 class MarkerWriter(Protocol):
@@ -64,12 +75,17 @@ def marker_batch(marker: TxnMarker) -> bytes:
 
 
 def append_markers(
-    replicas: ReplicaManager, marker: TxnMarker, partitions: Iterable[tuple[str, int]], batch: bytes | None = None
+    replicas: ReplicaManager,
+    marker: TxnMarker,
+    partitions: Iterable[tuple[str, int]],
+    batch: bytes | None = None,
+    *,
+    listener: MarkerListener | None,
 ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
     """Append the control batch (``batch``, else ``marker_batch(marker)``) to each partition, not yet durable:
     partition -> (error, end offset).
 
-    Every successful append is reported to the listeners registered for ``replicas``, in order.
+    Every successful append is reported to ``listener``, in order.
     """
     if batch is None:
         batch = marker_batch(marker)
@@ -78,9 +94,8 @@ def append_markers(
         outcome = replicas.append(topic, partition, batch, now_ms(), origin=AppendOrigin.COORDINATOR)
         end = outcome.result.last_offset + 1 if outcome.result is not None else -1
         outcomes[(topic, partition)] = (outcome.error, end)
-        if outcome.error == ErrorCode.NONE:
-            for listener in _LISTENERS.get(replicas, ()):
-                listener(topic, partition, marker.producer_id, marker.commit)
+        if outcome.error == ErrorCode.NONE and listener is not None:
+            listener.on_marker(topic, partition, marker.producer_id, marker.commit)
     return outcomes
 
 
@@ -104,18 +119,19 @@ async def wait_markers_durable(
 
 
 class LocalMarkerWriter:
-    """Writes markers to partitions this broker leads."""
+    """Writes markers to partitions this broker leads, telling ``listener`` of each."""
 
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, listener: MarkerListener) -> None:
         self._replicas = replicas
+        self._listener = listener
 
     async def write(self, marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
         first, *rest = sorted(marker.partitions) or [None]
         if first is None:
             return {}
         batch = marker_batch(marker)
-        appended = append_markers(self._replicas, marker, [first], batch)
+        appended = append_markers(self._replicas, marker, [first], batch, listener=self._listener)
         fault_point("txn.after_first_marker")
         if rest:
-            appended |= append_markers(self._replicas, marker, rest, batch)
+            appended |= append_markers(self._replicas, marker, rest, batch, listener=self._listener)
         return await wait_markers_durable(self._replicas, appended)

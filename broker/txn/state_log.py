@@ -10,15 +10,15 @@ having run.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from oncelog.broker.clock import now_ms
 from oncelog.broker.coordinator_partitions import LOAD_STEP_RECORDS, LoadSteps
-from oncelog.broker.internal_log import replay
+from oncelog.broker.internal_log import InternalTopicLog
 from oncelog.broker.metadata import INTERNAL_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC
 from oncelog.broker.txn.metadata import NO_PRODUCER_ID, TransactionMetadata
 from oncelog.protocol import ErrorCode
-from oncelog.protocol.internal.java_hash import partition_for_key
 from oncelog.protocol.internal.transaction_log import (
     TxnLogValue,
     decode_txn_log_key,
@@ -27,10 +27,11 @@ from oncelog.protocol.internal.transaction_log import (
     encode_txn_log_value,
 )
 from oncelog.protocol.records import SimpleRecord, encode_batch
-from oncelog.storage.append_origin import AppendOrigin
 
 if TYPE_CHECKING:
-    from oncelog.broker.node import BrokerNode
+    from oncelog.broker.replica_manager import ReplicaManager
+    from oncelog.broker.topics import TopicManager
+    from oncelog.storage.log_manager import LogManager
 
 #: How long a record nobody waits for (a transaction's Complete* record) may stay unsynced in fsync mode; losing it
 #: in a crash is harmless (the restart completes the transaction again). The id's next state change usually comes
@@ -47,10 +48,6 @@ _APPEND_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
-
-
-def _append_error(error: ErrorCode) -> StateLogError:
-    return StateLogError(_APPEND_ERRORS.get(error, ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
 
 class StateLogError(Exception):
@@ -102,20 +99,29 @@ def from_log_value(transactional_id: str, value: TxnLogValue) -> TransactionMeta
     )
 
 
-class TransactionStateLog:
+class TransactionStateLog(InternalTopicLog):
     """Appends state changes durably and replays them at start."""
 
-    def __init__(self, broker: BrokerNode) -> None:
-        self._broker = broker
-        self.num_partitions = broker.config.get_int("transaction.state.log.num.partitions")
-
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for_key(transactional_id, self.num_partitions)
-
-    async def ensure_topic(self) -> None:
-        """Create ``__transaction_state`` on first use, as Kafka does; returns once its logs exist."""
-        await self._broker.topics.ensure_internal(
-            TRANSACTION_STATE_TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS[TRANSACTION_STATE_TOPIC]
+    def __init__(
+        self, replicas: ReplicaManager, logs: LogManager, topics: TopicManager, *, num_partitions: int
+    ) -> None:
+        """``topics`` creates ``__transaction_state`` on first use; ``num_partitions``:
+        transaction.state.log.num.partitions."""
+        super().__init__(
+            TRANSACTION_STATE_TOPIC,
+            num_partitions,
+            replicas=replicas,
+            logs=logs,
+            create_topic=partial(
+                topics.ensure_internal,
+                TRANSACTION_STATE_TOPIC,
+                num_partitions,
+                INTERNAL_TOPIC_CONFIGS[TRANSACTION_STATE_TOPIC],
+            ),
+            commit_timeout_ms=REQUEST_TIMEOUT_MS,
+            append_errors=_APPEND_ERRORS,
+            other_errors=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            unwaited_delay_s=UNWAITED_RECORD_SYNC_DELAY_S,
         )
 
     async def write(self, metadata: TransactionMetadata | None, transactional_id: str, *, wait: bool = True) -> None:
@@ -124,37 +130,22 @@ class TransactionStateLog:
 
         Raises StateLogError when the append fails.
         """
-        await self.ensure_topic()
         value = (
             encode_txn_log_value(to_log_value(metadata), version=log_value_version(metadata))
             if metadata is not None
             else None
         )
         batch = encode_batch([SimpleRecord(encode_txn_log_key(transactional_id), value)], now_ms=now_ms())
-        partition = self.partition_for(transactional_id)
-        replicas = self._broker.replicas
-        outcome = replicas.append(
-            TRANSACTION_STATE_TOPIC,
-            partition,
-            batch,
-            now_ms(),
-            origin=AppendOrigin.COORDINATOR,
-            unwaited_delay_s=UNWAITED_RECORD_SYNC_DELAY_S,
-        )
-        if outcome.error != ErrorCode.NONE or outcome.result is None:
-            raise _append_error(outcome.error)
-        if wait:
-            end = outcome.result.last_offset + 1
-            error = await replicas.wait_committed(TRANSACTION_STATE_TOPIC, partition, end, REQUEST_TIMEOUT_MS / 1000)
-            if error != ErrorCode.NONE:
-                raise _append_error(error)
+        error, _ = await self.append_batch(transactional_id, batch, wait=wait)
+        if error != ErrorCode.NONE:
+            raise StateLogError(error)
 
     def load_steps(self, partition: int) -> LoadSteps:
         """Replay the partition from its start (yielding every LOAD_STEP_RECORDS records): the last record per
         transactional id wins; tombstones delete. Returns the ids' states."""
         states: dict[str, TransactionMetadata] = {}
         replayed = 0
-        for _, record in replay(self._broker.logs.get(TRANSACTION_STATE_TOPIC, partition)):
+        for _, record in self.replay(partition):
             if record.key is None:
                 continue
             transactional_id = decode_txn_log_key(record.key)

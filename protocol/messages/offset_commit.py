@@ -1,7 +1,7 @@
-"""OffsetCommit (key 8): versions 0-8 declared, flexible from 8.
+"""OffsetCommit (key 8): versions 0-9 declared, flexible from 8.
 
 v1 adds generation/member and a per-partition commit_timestamp (v1 only), v2-4 retention_time_ms, v6 the
-committed leader epoch, v7 group_instance_id. (v9 is KIP-848's member epoch; not declared.)
+committed leader epoch, v7 group_instance_id, v9 (same fields) the member epoch of KIP-848 groups.
 """
 
 from oncelog.protocol.schema import F, Message
@@ -9,7 +9,7 @@ from oncelog.protocol.schema import F, Message
 REQUEST = Message(
     "OffsetCommitRequest",
     8,
-    "0-8",
+    "0-9",
     "8+",
     (
         F("group_id", "string"),
@@ -39,7 +39,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "OffsetCommitResponse",
     8,
-    "0-8",
+    "0-9",
     "8+",
     (
         F("throttle_time_ms", "int32", "3+"),

@@ -13,8 +13,8 @@ from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import ApiKey, ErrorCode, RequestHeader, decode_response, encode_request, encode_response
 from oncelog.protocol.records import iter_records
 
-from .conftest import WireClient
-from .helpers import batch, create_topic_body, fetch_body, produce_body
+from broker.conftest import WireClient
+from broker.helpers import batch, create_topic_body, fetch_body, produce_body
 
 _SIZE = struct.Struct(">i")
 HEARTBEAT = {"group_id": "no-such-group", "generation_id": 1, "member_id": "m"}
@@ -112,7 +112,9 @@ async def test_a_flooding_connection_does_not_starve_another(broker) -> None:
     busy_client, other_client = _wire_client(busy), _wire_client(other)
     async with trio.open_nursery() as nursery:
         for end in (busy_end, other_end):
-            nursery.start_soon(Connection(broker.node, NonBlockingSocket(end)).serve)
+            nursery.start_soon(
+                Connection(broker.node.server_context, NonBlockingSocket(end), broker.node.listeners[0]).serve
+            )
         await trio.lowlevel.wait_readable(other)
         answered_meanwhile = len(busy.recv(1 << 22, socket.MSG_PEEK | socket.MSG_DONTWAIT))
         assert _correlation_id(await other_client.read_frame()) == 1
@@ -162,7 +164,7 @@ async def test_the_writer_sends_ready_answers_together_and_never_holds_one_for_a
                 pending.clear()
 
     _peer, end = _tcp_pair()
-    connection = Connection(broker.node, RecordingSocket(end))
+    connection = Connection(broker.node.server_context, RecordingSocket(end), broker.node.listeners[0])
     header = RequestHeader(ApiKey.HEARTBEAT, 0, 5, "t", 0)
     body = {"error_code": ErrorCode.NONE, "throttle_time_ms": 0}
     answer = encode_response(header, body)

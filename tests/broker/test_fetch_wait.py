@@ -10,7 +10,7 @@ from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import iter_records
 
 from .helpers import batch, create_topic_body, fetch_body, produce_body
-from .test_transactions import READ_COMMITTED, _add, _end, _init_ok, _produce_txn, _values
+from .txn.test_transactions import READ_COMMITTED, _add, _end, _init_ok, _produce_txn, _values
 
 
 async def _produce(client, topic: str, value: bytes) -> None:

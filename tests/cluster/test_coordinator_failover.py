@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from oncelog.protocol.internal.java_hash import partition_for_key
 from support.cluster import Cluster
+from support.committed import read_committed_values
 from support.copier_harness import (
     COPIER,
     FINISH_DEADLINE_S,
@@ -52,7 +53,15 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         running.start()
         yield running
     finally:
+        kill_all(running)
         running.close()
+
+
+def kill_all(cluster: Cluster) -> None:
+    """SIGKILL every broker before closing: the data is thrown away, and a controlled shutdown of the last broker
+    waits ~10 s for leaderships that cannot move."""
+    for broker in cluster.brokers.values():
+        broker.kill()
 
 
 def prepare(cluster: Cluster) -> str:
@@ -74,33 +83,8 @@ def prepare(cluster: Cluster) -> str:
 
 def read_committed(cluster: Cluster, expected: int, deadline_s: float = 60.0) -> list[bytes]:
     """Values a read_committed reader sees in every partition of TOPIC once it has ``expected`` of them and has
-    reached each partition's end (assign: no group coordinator involved)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.live_bootstrap(),
-            "group.id": "unused",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    try:
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(3)])
-        end = time.monotonic() + deadline_s
-        while (len(values) < expected or len(at_end) < 3) and time.monotonic() < end:
-            for message in consumer.consume(num_messages=1000, timeout=0.5):
-                error = message.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, error
-                    at_end.add(message.partition())
-                    continue
-                at_end.discard(message.partition())
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
+    reached each partition's end."""
+    return read_committed_values(cluster.live_bootstrap(), TOPIC, range(3), lambda vs: len(vs) >= expected, deadline_s)
 
 
 def end_transaction(producer: Producer, commit: bool) -> None:
@@ -121,7 +105,9 @@ def transaction_after(cluster: Cluster, transactional_id: str) -> list[bytes]:
     return values
 
 
-@pytest.mark.parametrize("cluster", ["txn.after_prepare", "txn.after_first_marker"], indirect=True)
+@pytest.mark.parametrize(
+    "cluster", ["txn.after_prepare", "txn.after_first_marker", "txn.before_complete"], indirect=True
+)
 def test_a_commit_decided_by_a_coordinator_killed_before_its_markers_is_finished_by_the_next(
     cluster: Cluster,
 ) -> None:
@@ -181,6 +167,7 @@ def internal_leaders(cluster: Cluster, topic: str, partitions: int) -> dict[int,
 def plain_cluster() -> Iterator[Cluster]:
     with Cluster(3) as running:
         yield running
+        kill_all(running)
 
 
 def test_c_a_copier_loses_its_coordinators_broker_mid_run_and_copies_exactly_once(

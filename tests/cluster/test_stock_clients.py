@@ -1,6 +1,7 @@
 """Each stock client on a three-broker cluster: kcat's metadata listing, and a replicated round trip (acks=all
 writes, a consumer group reading them back) with kafka-python, aiokafka and kafkajs, whose partitions are led by
-different brokers, so each client finds every leader from the cluster's Metadata."""
+different brokers, so each client finds every leader from the cluster's Metadata; and confluent-kafka's view of topic
+ids (KIP-516) from every broker."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import base64
 import re
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 
 import kafka
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 from support.cluster import Cluster
 from support.kafkajs import kafkajs
 
@@ -120,3 +122,77 @@ def test_kafkajs_round_trip(cluster: Cluster) -> None:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def test_confluent_sees_one_topic_id_on_every_broker_and_a_new_one_after_recreation(cluster: Cluster) -> None:
+    """Topic ids (KIP-516) on a cluster: every broker answers the id etcd holds (Metadata v12) and records it in each
+    replica's ``partition.metadata``; a recreated topic has a new id everywhere, and librdkafka fails a message
+    queued for a partition the recreated topic lacks instead of stranding it."""
+    from confluent_kafka import KafkaError, Producer, TopicCollection
+    from oncelog.storage.partition_metadata import read_topic_id
+
+    topic = create(cluster)
+
+    def ids() -> set[str]:
+        seen = set()
+        for broker in cluster.brokers.values():
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            seen.add(str(admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id))
+        return seen
+
+    [old_id] = ids()
+    recorded = {
+        read_topic_id(broker.data_dir / f"{topic}-{p}") for broker in cluster.brokers.values() for p in range(3)
+    }
+    assert [base64.urlsafe_b64encode(i.bytes).rstrip(b"=").decode() for i in recorded] == [old_id]
+
+    reports: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 120_000})
+    producer.produce(topic, b"before", partition=2)
+    assert producer.flush(30) == 0
+    admin = cluster.admin()  # held: a client dropped while its request is out destroys the request
+    admin.delete_topics([topic])[topic].result(timeout=60)
+    cluster.wait_for(lambda md: topic not in md.topics, f"{topic} deleted")
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(timeout=60)
+    cluster.wait_for(lambda md: topic in md.topics, topic)
+    [new_id] = ids()
+    assert new_id != old_id
+    producer.produce(topic, b"after", partition=2, on_delivery=lambda e, m: reports.append(e))
+    assert producer.flush(30) == 0
+    assert [e.code() if e else None for e in reports] == [KafkaError._UNKNOWN_PARTITION]
+
+
+def test_confluent_kip848_group_round_trip(cluster: Cluster) -> None:
+    """A ``group.protocol=consumer`` (KIP-848) group on the cluster: its coordinator (the leader of its
+    ``__consumer_offsets`` partition) assigns partitions led by every broker; the committed offsets are read back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = create(cluster)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(RECORDS):
+        producer.produce(topic, f"848-{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    group = f"kip848-{uuid.uuid4()}"
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    values = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(values) < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)
+    finally:
+        consumer.close()
+    assert sorted(values) == sorted(f"848-{i}".encode() for i in range(RECORDS))
+    assert [tp.offset for tp in committed] == [RECORDS // 3] * 3

@@ -14,7 +14,7 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from wire_samples import expected, plain, sample
+from support.wire_samples import expected, plain, sample
 
 CASES = [(key, v) for key, (lo, hi) in sorted(DECLARED_VERSIONS.items()) for v in range(lo, hi + 1)]
 
@@ -28,14 +28,14 @@ def test_supported_is_subset_of_declared() -> None:
 def test_advertised_versions_change_only_on_purpose() -> None:
     assert SUPPORTED_VERSIONS == {
         ApiKey.API_VERSIONS: (0, 3),
-        ApiKey.METADATA: (0, 9),
+        ApiKey.METADATA: (0, 12),  # v10-12: topic ids (KIP-516)
         ApiKey.PRODUCE: (0, 10),  # v10: KIP-951 current leader on NOT_LEADER_OR_FOLLOWER
-        ApiKey.FETCH: (4, 12),
+        ApiKey.FETCH: (4, 13),  # v13: topics by id
         ApiKey.LIST_OFFSETS: (1, 7),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
-        ApiKey.CREATE_TOPICS: (0, 5),
-        ApiKey.DELETE_TOPICS: (0, 4),
+        ApiKey.CREATE_TOPICS: (0, 7),  # v7: the new topic's id
+        ApiKey.DELETE_TOPICS: (0, 6),  # v6: topics by id
         ApiKey.DESCRIBE_CONFIGS: (0, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
@@ -52,13 +52,15 @@ def test_advertised_versions_change_only_on_purpose() -> None:
         ApiKey.SYNC_GROUP: (0, 5),
         ApiKey.HEARTBEAT: (0, 4),
         ApiKey.LEAVE_GROUP: (0, 4),
-        ApiKey.OFFSET_COMMIT: (2, 8),
+        ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 7),
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_LOG_DIRS: (1, 4),

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from batches import make_batch, producer_data
+from oncelog.storage import local_log
 from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog
 
@@ -36,3 +38,28 @@ def test_the_log_starts_over_at_the_offset(tmp_path: Path) -> None:
     assert (reopened.log_start_offset, reopened.log_end_offset) == (40, 42)
     assert reopened.producer_state.producers == {}
     reopened.close()
+
+
+def test_a_failed_directory_sync_leaves_the_high_watermark_within_the_cut_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The segments are cut before the directory is synced: if that sync fails, the high watermark has followed the
+    cut anyway (it is never above the log end)."""
+    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+    for i in range(6):
+        log.append(make_batch(2, value_size=40), now_ms=i)
+    log.update_high_watermark(12)
+    assert log.high_watermark == log.log_end_offset == 12
+
+    def failing_sync(_directory: Path) -> None:
+        raise OSError("directory sync failed")
+
+    monkeypatch.setattr(local_log, "fsync_dir", failing_sync)
+    with pytest.raises(OSError):
+        log.truncate_to(5)
+    assert log.log_end_offset == 4 and log.high_watermark == 4
+    with pytest.raises(OSError):
+        log.truncate_fully_and_start_at(30)
+    assert log.log_start_offset == log.log_end_offset == log.high_watermark == 30
+    monkeypatch.undo()
+    log.close()
