@@ -19,7 +19,7 @@ import org.apache.kafka.streams.kstream.Produced;
  *
  * <p>Usage: {@code StreamsCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR DELAY_MS}. The record cache is off,
  * so every input record yields one output record (key, its count so far); DELAY_MS slows each record so that a test
- * can kill the broker while records are in flight. It runs until SIGTERM; a stream thread that dies is replaced, so
+ * can kill the broker or this application while records are in flight. It runs until SIGTERM; a stream thread that dies is replaced, so
  * the application recovers from the broker's restart by itself. It prints its state changes on stdout
  * ({@code state<TAB>NEW}); the pytest driver (tests/interop/test_kafka_streams.py) checks the output topic.
  */
@@ -44,7 +44,12 @@ public final class StreamsCount {
         // Short timeouts, so that losing the broker is noticed and recovered from within a test's time.
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10_000);
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1_000);
-        props.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG), 20_000);
+        // A killed instance's open transaction blocks read_committed readers until its successor fences it (same
+        // transactional id) or, at worst, until this timeout aborts it.
+        props.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG), 10_000);
+        // Static membership: a restarted instance takes its predecessor's place at once instead of waiting for
+        // the session timeout of the member that died.
+        props.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), args[1] + "-instance");
         props.put(StreamsConfig.producerPrefix(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG), 60_000);
         props.put(StreamsConfig.producerPrefix(ProducerConfig.MAX_BLOCK_MS_CONFIG), 60_000);
         props.put(StreamsConfig.TASK_TIMEOUT_MS_CONFIG, 120_000L);
