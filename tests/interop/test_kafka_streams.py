@@ -33,9 +33,9 @@ from support.topics import create_topic_confluent
 
 PARTITIONS = 2
 KEYS = 12
-BEFORE_CRASH = 600  # input records seeded before the application starts
+BEFORE_CRASH = 300  # input records seeded before the application starts
 AFTER_CRASH = 600  # input records seeded once the broker is back (the application is killed among them)
-DELAY_MS = "4"  # per record in the application: the crash lands while records are in flight
+DELAY_MS = "10"  # per record in the application: the crash lands while records are in flight
 CRASH_AFTER_OUTPUT = 60  # output records (uncommitted included) written before each kill
 DEADLINE_S = 120.0
 
@@ -107,7 +107,7 @@ def run_scenario(bootstrap: Callable[[], str], bounce: Callable[[], None], work:
     create_topic_confluent(bootstrap(), sink, PARTITIONS)
     truth: dict[str, int] = {}
     seed(bootstrap(), source, 0, BEFORE_CRASH, truth)
-    log = open(work / "streams.log", "w+", encoding="utf-8")  # noqa: SIM115 - closed in finally
+    log = open(work / "streams.log", "a+", encoding="utf-8")  # noqa: SIM115 - closed in finally
     argv = [kafka_jars.java(), *JVM_OPTIONS, "-cp", kafka_jars.classpath(), "oncelog.javacheck.StreamsCount"]
     argv += [bootstrap(), tag, source, sink, str(work / "state"), DELAY_MS]
     app = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
