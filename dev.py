@@ -104,8 +104,9 @@ def ensure_node_packages() -> None:
 
 
 def ensure_java_packages() -> None:
-    """Build the Java check programs and fetch Apache Kafka's jars at the version java/pom.xml pins (a no-op when
-    nothing changed since the last build; see tests/support/kafka_jars.py)."""
+    """Build the Java check programs and fetch Apache Kafka's jars at the version java/pom.xml pins, and Spark's Kafka
+    connector (java/spark-kafka/pom.xml) (a no-op when nothing changed since the last build; see
+    tests/support/kafka_jars.py)."""
     run([sys.executable, str(ROOT / "tests" / "support" / "kafka_jars.py")])
 
 

@@ -1,5 +1,7 @@
 """Fixtures of the Spark pipeline tests: one SparkSession for the whole package (Spark starts slowly) in
-local[2,2] (two cores, a failed task is retried once), Java 17, the venv's Python for the workers."""
+local[2,2] (two cores, a failed task is retried once), Java 17, the venv's Python for the workers, and Spark's own
+Kafka connector on its classpath (``spark.jars``, fetched by ``support.kafka_jars.ensure_spark_kafka``) so that
+``format("kafka")`` and ``format("oncelog")`` are tested in the same session."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 def spark() -> Iterator[object]:
     from oncelog.pipeline.spark import OncelogDataSource
     from pyspark.sql import SparkSession
+    from support.kafka_jars import ensure_spark_kafka
+
+    connector_jars = ",".join(str(jar) for jar in ensure_spark_kafka())
 
     session = (
         SparkSession.builder.master("local[2,2]")
@@ -37,6 +42,7 @@ def spark() -> Iterator[object]:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.streaming.stopTimeout", "10s")
+        .config("spark.jars", connector_jars)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

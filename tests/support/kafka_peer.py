@@ -93,6 +93,11 @@ class KafkaPeer:
             return self._log_path().read_text(errors="replace")[-limit:]
         return ""
 
+    def _log_since(self, offset: int) -> str:
+        with self._log_path().open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+
     def _properties(self, root: Path, controller_port: int) -> str:
         props = {
             **BASE_PROPERTIES,
@@ -125,17 +130,39 @@ class KafkaPeer:
                 tail = self.log_tail()
                 self.stop()
                 raise KafkaStartError(f"kafka-storage format failed:\n{tail}")
+        return self._launch()
+
+    def _launch(self) -> KafkaPeer:
+        """Start the broker JVM on the formatted log dir and wait until it serves (or raise ``KafkaStartError``)."""
+        assert self._tmp is not None
+        config = Path(self._tmp.name) / "server.properties"
+        with self._log_path().open("ab") as log:
+            since = log.tell()  # this start's STARTED_LINE is after what earlier starts wrote
             self.proc = subprocess.Popen(
-                [*java, "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                [kafka_jars.java(), *HEAP, "-cp", kafka_jars.classpath(), "kafka.Kafka", str(config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         end = time.monotonic() + START_DEADLINE_S
-        while not (STARTED_LINE in self.log_tail(limit=1 << 20) and can_connect(HOST, self.port)):
+        while not (STARTED_LINE in self._log_since(since) and can_connect(HOST, self.port)):
             if self.proc.poll() is not None or time.monotonic() > end:
                 tail = self.log_tail()
                 self.stop()
                 raise KafkaStartError(f"Kafka did not start on {self.bootstrap}:\n{tail}")
             time.sleep(0.2)
         return self
+
+    def restart(self, *, hard: bool = False) -> KafkaPeer:
+        """Stop the broker JVM (SIGKILL when ``hard``, else SIGTERM) and start it again on the same log dir and
+        ports, so that clients reconnect to the same address."""
+        assert self.proc is not None and self._tmp is not None, "not started"
+        if hard:
+            self.proc.kill()
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(STOP_DEADLINE_S)
+        return self._launch()
 
     def cpu_seconds(self) -> float:
         """CPU seconds the broker JVM has used so far (every thread)."""
