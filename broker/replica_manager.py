@@ -23,7 +23,7 @@ import structlog
 import trio
 from oncelog.broker.controller.partition_change import NO_LEADER, PartitionState
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
-from oncelog.broker.replication.leader_state import REPLICA_LAG_TIME_MAX_MS
+from oncelog.broker.replication.leader_state import REPLICA_LAG_TIME_MAX_MS, IncarnationOf, single_incarnation
 from oncelog.broker.replication.partitions import PartitionRoles, Transition
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
@@ -145,6 +145,8 @@ class ReplicaManager:
         self.fetchers: FollowerFetchers | None = None
         #: Called when a led partition has followers ready to join its ISR (the ISR maintenance acts on it).
         self.on_isr_expandable: Callable[[], None] = lambda: None
+        #: A broker's current incarnation (its registration on a cluster): a follower's fetch counts for that one.
+        self.incarnation_of: IncarnationOf = single_incarnation
         self._fetch_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
         #: Followers' fetches parked on a led partition: woken by every append, not only by the high watermark.
         self._replica_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
@@ -547,9 +549,10 @@ class ReplicaManager:
         if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
             read.error = ErrorCode.OFFSET_OUT_OF_RANGE
         else:
-            role.leading.record_fetch(replica, offset, partition_log.log_end_offset, now_ms)
+            incarnation_of = self.incarnation_of
+            role.leading.record_fetch(replica, offset, partition_log.log_end_offset, now_ms, incarnation_of(replica))
             self._advance_leader_high_watermark(partition_log)
-            if role.leading.ready_to_join():
+            if role.leading.ready_to_join(now_ms, incarnation_of):
                 self.on_isr_expandable()
             if offset < partition_log.log_end_offset:
                 try:

@@ -3,6 +3,8 @@ that partition until its state changes or half a lag time has passed (a replica 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import trio
 from oncelog.broker.controller.partition_change import PartitionState
 from oncelog.broker.controller.refused import Refused
@@ -20,7 +22,9 @@ class Refusing:
         self.calls = 0
         self.error = error
 
-    async def alter_isr(self, topic: str, partition: int, proposed: PartitionState) -> PartitionState | Refused:
+    async def alter_isr(
+        self, topic: str, partition: int, proposed: PartitionState, joining: Mapping[int, int]
+    ) -> PartitionState | Refused:
         self.calls += 1
         return Refused(self.error, "refused")
 
