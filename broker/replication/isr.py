@@ -8,12 +8,11 @@ of each joining follower (Kafka's AlterPartition v3 ``NewIsrWithEpochs``, KIP-90
 (INELIGIBLE_REPLICA) if that broker has registered again since, or is not registered.
 
 One change per partition at a time; a refused or failed change (stale epochs, not the leader any more, the
-controller unreachable) is not proposed again for that partition until its state changes or half a lag time has
-passed, however often followers' fetches ask for a round. A refusal because a joining replica is not alive
-(INELIGIBLE_REPLICA) is the exception: a restarted follower fetches as soon as it has registered, often before the
-registration reaches the leader's metadata image, so the leader asks again after INELIGIBLE_RETRY_S, at a later fetch
-of the follower (Kafka's leader retries at its next fetch too), instead of leaving it out of the ISR for half a lag
-time.
+controller unreachable) is not proposed again for that partition until its state or the proposal changes (a
+follower's new incarnation caught up, say) or half a lag time has passed, however often followers' fetches ask for a
+round. A refusal because a joining replica is not eligible (INELIGIBLE_REPLICA: its registration changed in etcd
+before the leader's image showed it) is asked again after INELIGIBLE_RETRY_S, at a later fetch of the follower
+(Kafka's leader retries at its next fetch too), instead of leaving it out of the ISR for half a lag time.
 """
 
 from __future__ import annotations
@@ -35,6 +34,8 @@ log = structlog.get_logger(__name__)
 
 #: How soon an expansion refused with INELIGIBLE_REPLICA may be proposed again (about one idle follower fetch).
 INELIGIBLE_RETRY_S = 0.25
+#: What a refused proposal is remembered by: the partition epoch it was based on, the ISR and who joins as what.
+_Proposal = tuple[int, tuple[int, ...], tuple[tuple[int, int], ...]]
 
 
 class IsrUpdater(Protocol):
@@ -92,8 +93,8 @@ class IsrMaintenance:
         self._incarnation_of = incarnation_of
         self._interval_s = lag_time_max_ms / 2 / 1000
         self._poked = trio.Event()
-        #: Partitions whose last proposal failed: (partition epoch it was based on, trio time to try again from).
-        self._backoff: dict[tuple[str, int], tuple[int, float]] = {}
+        #: Partitions whose last proposal failed: (that proposal, trio time to try again from).
+        self._backoff: dict[tuple[str, int], tuple[_Proposal, float]] = {}
 
     def poke(self) -> None:
         self._poked.set()
@@ -113,9 +114,10 @@ class IsrMaintenance:
         joinings = [self._joining((topic, partition), proposed) for topic, partition, proposed in proposals]
         for (topic, partition, proposed), joining in zip(proposals, joinings, strict=True):
             tp = (topic, partition)
+            proposal = (proposed.partition_epoch, proposed.isr, tuple(sorted(joining.items())))
             backoff = self._backoff.get(tp)
             if backoff is not None:
-                if backoff[0] == proposed.partition_epoch and trio.current_time() < backoff[1]:
+                if backoff[0] == proposal and trio.current_time() < backoff[1]:
                     continue
                 del self._backoff[tp]
             try:
@@ -130,7 +132,7 @@ class IsrMaintenance:
             if outcome is None or isinstance(outcome, Refused):
                 ineligible = isinstance(outcome, Refused) and outcome.error == ErrorCode.INELIGIBLE_REPLICA
                 wait_s = min(INELIGIBLE_RETRY_S, self._interval_s) if ineligible else self._interval_s
-                self._backoff[tp] = (proposed.partition_epoch, trio.current_time() + wait_s)
+                self._backoff[tp] = (proposal, trio.current_time() + wait_s)
                 continue
             self._adopt(topic, partition, outcome)
 
