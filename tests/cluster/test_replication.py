@@ -266,10 +266,20 @@ def test_a_wiped_broker_re_replicates_everything(cluster: Cluster) -> None:
     assert producer.flush(30) == 0
     wiped = 3
     registration = registration_of(cluster, wiped)
+    logged = {b: cluster.brokers[b].stderr_path.stat().st_size for b in (1, 2)}
     cluster.brokers[wiped].stop()
     cluster.wait_for(lambda md: wiped not in md.brokers, f"broker {wiped} gone")
     shutil.rmtree(cluster.brokers[wiped].data_dir)
     cluster.brokers[wiped].data_dir.mkdir()
+    # While it is away the leaders do not propose it again and again (only to be refused INELIGIBLE_REPLICA).
+    time.sleep(3 * LAG_TIME_MS / 2 / 1000)  # three rounds of ISR maintenance
+    for b, offset in logged.items():
+        with open(cluster.brokers[b].stderr_path, "rb") as err:
+            err.seek(offset)
+            refused = [line for line in err.read().splitlines() if b"alter_isr_refused" in line]
+        assert not [line for line in refused if b"INELIGIBLE_REPLICA" in line], (
+            f"broker {b} proposed {wiped}: {refused}"
+        )
     # Registered again but nothing fetched yet (no process at all): the leaders hold the previous incarnation's
     # positions, at the high watermark since nothing was produced meanwhile; they must not propose it.
     end_stand_in = stand_in_registration(cluster, wiped, registration)
