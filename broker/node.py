@@ -140,7 +140,8 @@ class BrokerNode:
             etcd = self._etcd(config)
             self.member = self._membership(config, *etcd)
             endpoint_of = endpoint_of or self._inter_broker_endpoint
-            isr_updater = isr_updater or EtcdIsrUpdater(*etcd, self.member, self.node_id)
+            etcd_isr = EtcdIsrUpdater(*etcd, self.member, self.node_id)
+            isr_updater = isr_updater or etcd_isr
         lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
         self.replicas = ReplicaManager(
             self.logs,
@@ -150,6 +151,9 @@ class BrokerNode:
             # A cluster member leads only what the cluster's metadata says; a single node leads every partition.
             lead_unassigned=self.member is None,
         )
+        if etcd is not None:
+            # A follower's fetch counts for the registration (lease) it runs under now (KIP-903's broker epoch).
+            self.replicas.incarnation_of = etcd_isr.incarnation_of
         self.inter_broker_listener = config.get_str("inter.broker.listener.name") or self.listeners[0].name
         if all(lst.name != self.inter_broker_listener for lst in self.listeners):
             raise ConfigError(f"inter.broker.listener.name {self.inter_broker_listener} is not a listener")
@@ -188,6 +192,7 @@ class BrokerNode:
                 adopt=self.replicas.adopt_isr,
                 clock_ms=now_ms,
                 lag_time_max_ms=lag_time_max_ms,
+                incarnation_of=self.replicas.incarnation_of,
             )
             self.replicas.on_isr_expandable = self.isr_maintenance.poke
         self.producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(

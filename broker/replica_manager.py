@@ -24,7 +24,7 @@ import trio
 from oncelog.broker.controller.partition_change import NO_LEADER, PartitionState
 from oncelog.broker.fetch_wait import FetchWaiter, VisibleEnds
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
-from oncelog.broker.replication.leader_state import REPLICA_LAG_TIME_MAX_MS
+from oncelog.broker.replication.leader_state import REPLICA_LAG_TIME_MAX_MS, IncarnationOf, single_incarnation
 from oncelog.broker.replication.partitions import PartitionRoles, Transition
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
@@ -146,6 +146,8 @@ class ReplicaManager:
         self.fetchers: FollowerFetchers | None = None
         #: Called when a led partition has followers ready to join its ISR (the ISR maintenance acts on it).
         self.on_isr_expandable: Callable[[], None] = lambda: None
+        #: A broker's current incarnation (its registration on a cluster): a follower's fetch counts for that one.
+        self.incarnation_of: IncarnationOf = single_incarnation
         #: Consumer fetches parked on a partition (``FetchWaiter``: woken once their min_bytes may be visible) and
         #: acks=all produces waiting for the high watermark (events: woken by every advance).
         self._fetch_watchers: dict[tuple[str, int], set[trio.Event | FetchWaiter]] = defaultdict(set)
@@ -570,9 +572,10 @@ class ReplicaManager:
         if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
             read.error = ErrorCode.OFFSET_OUT_OF_RANGE
         else:
-            role.leading.record_fetch(replica, offset, partition_log.log_end_offset, now_ms)
+            incarnation_of = self.incarnation_of
+            role.leading.record_fetch(replica, offset, partition_log.log_end_offset, now_ms, incarnation_of(replica))
             self._advance_leader_high_watermark(partition_log)
-            if role.leading.ready_to_join():
+            if role.leading.ready_to_join(now_ms, incarnation_of):
                 self.on_isr_expandable()
             if offset < partition_log.log_end_offset:
                 try:

@@ -8,6 +8,10 @@ Rules of Kafka's ``Partition`` and ``Replica`` (leader side):
 - A follower in the ISR falls out of sync when it has not been caught up for ``replica.lag.time.max.ms`` (30000).
 - A follower outside the ISR may join once its log end offset reaches the high watermark and the first offset of
   the current leader epoch (so it holds nothing from an older leader that this one has not confirmed).
+- Progress belongs to one *incarnation* of a follower (its registration in the cluster, Kafka's broker epoch,
+  KIP-903): a fetch by another incarnation than the last one forgets what the earlier one had fetched (a broker that
+  restarted may have lost its disk), and a follower may join only by a fetch of the incarnation registered now, made
+  within ``replica.lag.time.max.ms`` (a dead broker's last position is not proposed again and again).
 - The high watermark is the smallest log end offset in the ISR (the leader's included); it never goes back.
 - ``acks=all`` needs ``min.insync.replicas`` in the ISR when the records are appended (else NOT_ENOUGH_REPLICAS)
   and is answered once the high watermark passes them (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
@@ -16,13 +20,23 @@ Rules of Kafka's ``Partition`` and ``Replica`` (leader side):
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 #: Kafka's ``replica.lag.time.max.ms`` default.
 REPLICA_LAG_TIME_MAX_MS = 30_000
 #: A follower's log end offset before its first fetch reaches this leader.
 UNKNOWN_OFFSET = -1
+#: The incarnation of every broker outside a cluster (nothing registers there, so nothing restarts unseen).
+SINGLE_INCARNATION = 0
+
+#: A broker's current incarnation (its registration), None while it is not registered.
+IncarnationOf = Callable[[int], int | None]
+
+
+def single_incarnation(_broker: int) -> int | None:
+    """``IncarnationOf`` outside a cluster."""
+    return SINGLE_INCARNATION
 
 
 @dataclass
@@ -31,6 +45,8 @@ class FollowerProgress:
     last_caught_up_ms: int = 0
     last_fetch_leader_end_offset: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
+    #: The incarnation whose fetches this progress records (None: no fetch by a registered incarnation yet).
+    incarnation: int | None = None
 
 
 class LeaderReplicaState:
@@ -55,9 +71,22 @@ class LeaderReplicaState:
         # A new leader gives every follower a full lag period before judging it (Kafka resets the same way).
         self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms) for r in replicas if r != leader}
 
-    def record_fetch(self, replica: int, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
-        """A follower fetched from ``fetch_offset`` while the leader's log ended at ``leader_end_offset``."""
+    def record_fetch(
+        self,
+        replica: int,
+        fetch_offset: int,
+        leader_end_offset: int,
+        now_ms: int,
+        incarnation: int | None = SINGLE_INCARNATION,
+    ) -> None:
+        """A follower fetched from ``fetch_offset`` while the leader's log ended at ``leader_end_offset``; the fetch
+        came from ``incarnation`` of the follower (None: not registered). A new incarnation starts its progress
+        afresh, keeping only the time it was last caught up (so an ISR member still has to catch up in time)."""
         progress = self.followers[replica]
+        if progress.incarnation != incarnation:
+            progress = self.followers[replica] = FollowerProgress(
+                last_caught_up_ms=progress.last_caught_up_ms, incarnation=incarnation
+            )
         if fetch_offset >= leader_end_offset:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
         elif fetch_offset >= progress.last_fetch_leader_end_offset >= 0:
@@ -87,12 +116,17 @@ class LeaderReplicaState:
             and now_ms - self.followers[r].last_caught_up_ms > self._lag_max_ms
         }
 
-    def ready_to_join(self) -> set[int]:
-        """Followers outside the ISR that hold everything up to the high watermark and this epoch's start."""
+    def ready_to_join(self, now_ms: int, incarnation_of: IncarnationOf = single_incarnation) -> dict[int, int]:
+        """Followers outside the ISR that hold everything up to the high watermark and this epoch's start, by a
+        fetch within the lag limit of the incarnation ``incarnation_of`` says is registered now; each with that
+        incarnation (the controller refuses the change if it is no longer the registered one)."""
         return {
-            r
+            r: progress.incarnation
             for r, progress in self.followers.items()
             if r not in self.isr
+            and progress.incarnation is not None
+            and progress.incarnation == incarnation_of(r)
+            and now_ms - progress.last_fetch_ms <= self._lag_max_ms
             and progress.log_end_offset >= self.high_watermark
             and progress.log_end_offset >= self._epoch_start
         }

@@ -12,12 +12,16 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import anyio
 import pytest
+import trio
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from oncelog.broker.etcd.client import EtcdClient
+from oncelog.broker.etcd.connect import parse_etcd_connect
+from oncelog.broker.etcd.layout import Layout
 from oncelog.client.connection import BrokerConnection
 from oncelog.protocol import ApiKey, ErrorCode
 from support.cluster import Cluster
@@ -220,16 +224,73 @@ def test_a_former_leader_truncates_its_divergent_tail_when_it_rejoins(cluster: C
     assert read_all(cluster, "diverge", 1, len(expected)) == expected
 
 
+def stand_in_registration(cluster: Cluster, broker_id: int, value: bytes) -> Callable[[], None]:
+    """Register ``broker_id`` in etcd as a new incarnation (a new lease) with no process behind it, as a restarted
+    broker registers before its first fetch; returns the function that ends it (revokes the lease)."""
+    connect = parse_etcd_connect(cluster.etcd.endpoint + "/oncelog")
+
+    async def register() -> int:
+        async with EtcdClient(connect.endpoints) as client:
+            lease = await client.grant_lease(60)
+            await client.put(Layout(connect).broker(broker_id), value, lease=lease.id)
+            return lease.id
+
+    async def revoke(lease_id: int) -> None:
+        async with EtcdClient(connect.endpoints) as client:
+            await client.revoke_lease(lease_id)
+
+    lease_id = trio.run(register)
+    return lambda: trio.run(revoke, lease_id)
+
+
+def registration_of(cluster: Cluster, broker_id: int) -> bytes:
+    connect = parse_etcd_connect(cluster.etcd.endpoint + "/oncelog")
+
+    async def read() -> bytes:
+        async with EtcdClient(connect.endpoints) as client:
+            kv = await client.get(Layout(connect).broker(broker_id))
+            assert kv is not None
+            return kv.value
+
+    return trio.run(read)
+
+
 def test_a_wiped_broker_re_replicates_everything(cluster: Cluster) -> None:
+    """KIP-903: a follower's fetch position belongs to one incarnation (registration) of the follower. A broker that
+    comes back with an empty disk must not rejoin the ISR by what its previous incarnation had fetched, or losing the
+    other replicas would elect it with nothing."""
     create(cluster, "wiped", partitions=3)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(900):
         producer.produce("wiped", f"v{i}".encode(), partition=i % 3)
     assert producer.flush(30) == 0
     wiped = 3
+    registration = registration_of(cluster, wiped)
+    logged = {b: cluster.brokers[b].stderr_path.stat().st_size for b in (1, 2)}
     cluster.brokers[wiped].stop()
+    cluster.wait_for(lambda md: wiped not in md.brokers, f"broker {wiped} gone")
     shutil.rmtree(cluster.brokers[wiped].data_dir)
     cluster.brokers[wiped].data_dir.mkdir()
+    # While it is away the leaders do not propose it again and again (only to be refused INELIGIBLE_REPLICA).
+    time.sleep(3 * LAG_TIME_MS / 2 / 1000)  # three rounds of ISR maintenance
+    for b, offset in logged.items():
+        with open(cluster.brokers[b].stderr_path, "rb") as err:
+            err.seek(offset)
+            refused = [line for line in err.read().splitlines() if b"alter_isr_refused" in line]
+        assert not [line for line in refused if b"INELIGIBLE_REPLICA" in line], (
+            f"broker {b} proposed {wiped}: {refused}"
+        )
+    # Registered again but nothing fetched yet (no process at all): the leaders hold the previous incarnation's
+    # positions, at the high watermark since nothing was produced meanwhile; they must not propose it.
+    end_stand_in = stand_in_registration(cluster, wiped, registration)
+    try:
+        cluster.wait_for(lambda md: wiped in md.brokers, f"broker {wiped} registered again")
+        time.sleep(3 * LAG_TIME_MS / 2 / 1000)  # three rounds of ISR maintenance
+        isrs = {p: pm.isrs for p, pm in cluster.metadata().topics["wiped"].partitions.items()}
+        assert all(wiped not in isr for isr in isrs.values()), isrs
+    finally:
+        end_stand_in()
+    cluster.wait_for(lambda md: wiped not in md.brokers, f"broker {wiped}'s stand-in gone")
     cluster.brokers[wiped].start()
     cluster.wait_for(
         lambda md: all(wiped in pm.isrs for pm in md.topics["wiped"].partitions.values()),

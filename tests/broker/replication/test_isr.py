@@ -3,6 +3,8 @@ that partition until its state changes or half a lag time has passed (a replica 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import trio
 from oncelog.broker.controller.partition_change import PartitionState
 from oncelog.broker.controller.refused import Refused
@@ -20,7 +22,9 @@ class Refusing:
         self.calls = 0
         self.error = error
 
-    async def alter_isr(self, topic: str, partition: int, proposed: PartitionState) -> PartitionState | Refused:
+    async def alter_isr(
+        self, topic: str, partition: int, proposed: PartitionState, joining: Mapping[int, int]
+    ) -> PartitionState | Refused:
         self.calls += 1
         return Refused(self.error, "refused")
 
@@ -66,7 +70,7 @@ async def test_a_refused_change_is_not_asked_again_at_once(autojump_clock) -> No
 
 
 async def test_a_replica_not_yet_alive_in_the_leaders_image_is_asked_again_soon(autojump_clock) -> None:
-    """A restarted follower fetches before its registration reaches the leader's image: the controller refuses
+    """A follower registered again in etcd before the leader's image showed it: the controller refuses
     (INELIGIBLE_REPLICA), and the leader asks again at a later fetch, not half a lag time (15 s by default) later."""
     roles = PartitionRoles(1, lag_time_max_ms=30000)
     roles.apply(TP, STATE, log_end_offset=10, high_watermark=10, now_ms=0)
@@ -79,3 +83,32 @@ async def test_a_replica_not_yet_alive_in_the_leaders_image_is_asked_again_soon(
     await trio.sleep(INELIGIBLE_RETRY_S)
     await isr.check_once()
     assert updater.calls == 2
+
+
+async def test_a_joining_follower_is_proposed_as_the_incarnation_it_fetched_as() -> None:
+    roles = PartitionRoles(1, lag_time_max_ms=1000)
+    roles.apply(TP, STATE, log_end_offset=10, high_watermark=10, now_ms=0)
+    registered = {2: 0, 3: 7}
+    roles.get(TP).leading.record_fetch(3, 10, 10, now_ms=100, incarnation=7)
+    updater = InMemoryIsrUpdater([1, 2, 3])
+    updater.set(*TP, STATE)
+    updater.incarnations[3] = 8  # the controller has seen broker 3 register again since
+    now = [200]
+    isr = IsrMaintenance(
+        roles,
+        updater,
+        log_end_offset=lambda _t, _p: 10,
+        adopt=lambda t, p, s: roles.adopt((t, p), s),
+        clock_ms=lambda: now[0],
+        lag_time_max_ms=1000,
+        incarnation_of=registered.get,
+    )
+    await isr.check_once()
+    assert roles.get(TP).state.isr == (1, 2) and not updater.changes  # INELIGIBLE_REPLICA
+    registered[3] = 8  # this leader sees it too: 7's position no longer counts, nothing to propose
+    now[0] = 900
+    await isr.check_once()
+    assert roles.get(TP).leading.ready_to_join(now[0], registered.get) == {}
+    roles.get(TP).leading.record_fetch(3, 10, 10, now_ms=900, incarnation=8)
+    await isr.check_once()
+    assert roles.get(TP).state.isr == (1, 2, 3)

@@ -53,6 +53,30 @@ def test_a_follower_at_the_leaders_end_is_never_out_of_sync() -> None:
 def test_rejoining_needs_the_high_watermark_and_this_epochs_start() -> None:
     leader = state(isr=[1, 2], leader_epoch_start_offset=40, high_watermark=30)
     leader.record_fetch(3, 35, leader_end_offset=50, now_ms=1)
-    assert leader.ready_to_join() == set()  # past the HW, but still before the epoch began
+    assert leader.ready_to_join(now_ms=2) == {}  # past the HW, but still before the epoch began
     leader.record_fetch(3, 45, leader_end_offset=50, now_ms=2)
-    assert leader.ready_to_join() == {3}
+    assert leader.ready_to_join(now_ms=2) == {3: 0}
+
+
+def test_a_new_incarnation_forgets_the_old_ones_progress_and_joins_only_by_its_own_fetches() -> None:
+    """KIP-903: broker 3 fetched everything as incarnation 7, then came back (wiped) as incarnation 8."""
+    leader = state(isr=[1, 2], high_watermark=30)
+    registered = {3: 7}
+    leader.record_fetch(3, 30, leader_end_offset=30, now_ms=1, incarnation=7)
+    assert leader.ready_to_join(now_ms=1, incarnation_of=registered.get) == {3: 7}
+    del registered[3]  # its session ended: not registered, not proposed
+    assert leader.ready_to_join(now_ms=2, incarnation_of=registered.get) == {}
+    registered[3] = 8  # registered again: the old position does not count for the new incarnation
+    assert leader.ready_to_join(now_ms=3, incarnation_of=registered.get) == {}
+    leader.record_fetch(3, 0, leader_end_offset=30, now_ms=4, incarnation=8)
+    assert leader.followers[3].log_end_offset == 0 and leader.followers[3].last_fetch_leader_end_offset == 30
+    assert leader.ready_to_join(now_ms=4, incarnation_of=registered.get) == {}
+    leader.record_fetch(3, 30, leader_end_offset=30, now_ms=5, incarnation=8)
+    assert leader.ready_to_join(now_ms=5, incarnation_of=registered.get) == {3: 8}
+
+
+def test_a_follower_that_stopped_fetching_is_not_proposed_after_the_lag_time() -> None:
+    leader = state(isr=[1, 2], high_watermark=30)
+    leader.record_fetch(3, 30, leader_end_offset=30, now_ms=1_000)
+    assert leader.ready_to_join(now_ms=1_000 + LAG) == {3: 0}
+    assert leader.ready_to_join(now_ms=1_001 + LAG) == {}
