@@ -194,7 +194,7 @@ def list_offset(w: Wire, topic: str, partition: int, timestamp: int, *, isolatio
 
 # --- bad requests ----------------------------------------------------------------------------------------------
 
-#: Kafka's messages oncelog answers differently on purpose (COMPATIBILITY.md, "Differences found side by side"):
+#: Kafka's messages oncelog answers differently on purpose (COMPATIBILITY.md, the notes on Kafka 4.1.1 side by side):
 #: its ``segment.bytes`` floor is 14 bytes (Kafka 4: 1 MiB) so that tests can roll tiny segments, and its config
 #: parser does not name Kafka's INT / LONG types.
 DOCUMENTED_MESSAGES = {
