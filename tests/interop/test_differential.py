@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from conftest import GROUP_SETTINGS
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.consumer_protocol import encode_subscription
@@ -824,6 +824,68 @@ def test_classic_group_errors(brokers: dict[str, str]) -> None:
             out["delete_empty"] = [r.error_code for r in answer.results]
             out["describe_deleted"] = describe(group, simple)
             return out
+
+    kafka, oncelog = run_both(brokers, scenario)
+    assert oncelog == kafka
+
+
+def _failure(call: Callable[[], Any]) -> tuple:
+    """The KafkaError ``call`` raises, as (name, fatal, retriable, txn_requires_abort); None when it succeeds."""
+    try:
+        call()
+    except KafkaException as exc:
+        error = exc.args[0]
+        return (error.name(), error.fatal(), error.retriable(), error.txn_requires_abort())
+    return ()
+
+
+def test_confluent_kafka_sees_the_same_errors(brokers: dict[str, str]) -> None:
+    """What confluent-kafka's applications see: AdminClient create_topics failures with the broker's messages,
+    list_offsets of an unknown partition, a consumer past the log end with ``auto.offset.reset=error``, and a
+    transactional producer fenced by a second one with its transactional id."""
+
+    def scenario(bootstrap: str) -> dict[str, Any]:
+        topic = name("ck")
+        with wire(bootstrap) as w:
+            make_topic(w, topic)
+            assert produce(w, topic, 0, records(b"a", b"b", b"c"))["error"] == 0
+        out: dict[str, Any] = {}
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        bad = [NewTopic("..", 1, 1), NewTopic(f"{topic}-p", 1, 1, config={"cleanup.policy": "bogus"})]
+        futures = admin.create_topics(bad, operation_timeout=10)
+        out["create"] = []
+        for new in bad:
+            error = futures[new.topic].exception(timeout=TIMEOUT).args[0]
+            out["create"].append((error.name(), error.str().replace(topic, "<topic>")))
+        unknown = TopicPartition(topic, 5)
+        future = admin.list_offsets({unknown: OffsetSpec.latest()})[unknown]
+        out["list_offsets_unknown"] = _failure(lambda: future.result(timeout=TIMEOUT))
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": name("ck-group"), "auto.offset.reset": "error"}
+        )
+        try:
+            consumer.assign([TopicPartition(topic, 0, 100)])
+            end = time.monotonic() + TIMEOUT
+            while time.monotonic() < end:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is not None:
+                    out["fetch_past_end"] = msg.error().name()
+                    break
+        finally:
+            consumer.close()
+        txn = name("ck-txn")
+        first = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn})
+        first.init_transactions(TIMEOUT)
+        first.begin_transaction()
+        first.produce(topic, b"fenced", partition=0)
+        first.flush(TIMEOUT)
+        second = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn})
+        second.init_transactions(TIMEOUT)
+        out["commit_fenced"] = _failure(lambda: first.commit_transaction(TIMEOUT))
+        second.begin_transaction()
+        second.produce(topic, b"second", partition=0)
+        out["second_commit"] = _failure(lambda: second.commit_transaction(TIMEOUT))
+        return out
 
     kafka, oncelog = run_both(brokers, scenario)
     assert oncelog == kafka
