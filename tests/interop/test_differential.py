@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from broker.helpers import create_topic_body, fetch_body, list_offsets_body, produce_body
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from conftest import GROUP_SETTINGS
@@ -88,13 +89,8 @@ def settle(call: Callable[[], Any], code_of: Callable[[Any], int]) -> Any:
 
 
 def topic_spec(topic: str, partitions: int = 1, replication: int = 1, configs: dict[str, str] | None = None) -> dict:
-    return {
-        "name": topic,
-        "num_partitions": partitions,
-        "replication_factor": replication,
-        "assignments": [],
-        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
-    }
+    """One topic of a CreateTopics request."""
+    return create_topic_body(topic, partitions, replication, configs)["topics"][0]
 
 
 def create_topics(w: Wire, specs: list[dict]) -> list[tuple[int, str | None]]:
@@ -127,12 +123,7 @@ def produce(
     w: Wire, topic: str, partition: int, records: bytes, *, transactional_id: str | None = None
 ) -> dict[str, Any]:
     """Produce v8 of one batch -> that partition's answer (error, base offset, record errors by index)."""
-    body = {
-        "transactional_id": transactional_id,
-        "acks": -1,
-        "timeout_ms": 10000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
-    }
+    body = {**produce_body(topic, partition, records), "transactional_id": transactional_id}
     part = w.request(ApiKey.PRODUCE, PRODUCE_V, body).responses[0].partition_responses[0]
     return {
         "error": part.error_code,
@@ -148,46 +139,13 @@ def records(*values: bytes, keys: list[bytes | None] | None = None, **kwargs: An
 
 
 def fetch(w: Wire, topic: str, partition: int, offset: int, *, isolation_level: int = 0) -> Any:
-    body = {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": isolation_level,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    body = fetch_body(topic, partition, offset, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation_level)
     return w.request(ApiKey.FETCH, FETCH_V, body).responses[0].partitions[0]
 
 
 def list_offset(w: Wire, topic: str, partition: int, timestamp: int, *, isolation_level: int = 0) -> tuple:
     """ListOffsets v7 -> (error, offset, timestamp, leader epoch)."""
-    body = {
-        "replica_id": -1,
-        "isolation_level": isolation_level,
-        "topics": [
-            {
-                "name": topic,
-                "partitions": [{"partition_index": partition, "timestamp": timestamp, "current_leader_epoch": -1}],
-            }
-        ],
-    }
+    body = list_offsets_body(topic, partition, timestamp, isolation_level)
     p = w.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_V, body).topics[0].partitions[0]
     return (p.error_code, p.offset, p.timestamp, p.leader_epoch)
 
