@@ -465,8 +465,15 @@ class BrokerNode:
                     nursery.start_soon(self._high_watermark_checkpoint_loop)
                 if self.isr_maintenance is not None:
                     await nursery.start(self.isr_maintenance.run)
+                # A cluster member binds its listeners before registering (a registered address that refuses
+                # connections is a dead broker's) but serves nobody until it has joined: before that it knows
+                # neither the cluster's id nor its brokers, and clients would learn a wrong cluster from it
+                # (Kafka enables request processing once the broker has caught up and is unfenced).
+                accepting = trio.Event()
                 for listener in self.listeners:
-                    self.bound_ports[listener.name] = await nursery.start(serve, self.server_context, listener)
+                    self.bound_ports[listener.name] = await nursery.start(
+                        serve, self.server_context, listener, accepting
+                    )
                 self.port = self.bound_ports[self.listeners[0].name]
                 if self.member is not None and self._local_follower is not None and self.peers is not None:
                     await nursery.start(self.peers.run)
@@ -479,6 +486,7 @@ class BrokerNode:
                     await nursery.start(self._local_follower.run)
                     assert isinstance(self.producer_ids, ClusterProducerIds)
                     await nursery.start(self.producer_ids.run)
+                accepting.set()
                 if self.member is not None and self.config.get_bool("delay.service.enable"):
                     # One service per broker would each forward every delay partition: on a cluster the service must
                     # follow the delay partitions' leadership first (not built yet); run one `oncelog delay-service`.

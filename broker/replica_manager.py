@@ -22,6 +22,7 @@ from typing import Protocol
 import structlog
 import trio
 from oncelog.broker.controller.partition_change import NO_LEADER, PartitionState
+from oncelog.broker.fetch_wait import FetchWaiter, VisibleEnds
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
 from oncelog.broker.replication.leader_state import REPLICA_LAG_TIME_MAX_MS
 from oncelog.broker.replication.partitions import PartitionRoles, Transition
@@ -145,9 +146,12 @@ class ReplicaManager:
         self.fetchers: FollowerFetchers | None = None
         #: Called when a led partition has followers ready to join its ISR (the ISR maintenance acts on it).
         self.on_isr_expandable: Callable[[], None] = lambda: None
-        self._fetch_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
+        #: Consumer fetches parked on a partition (``FetchWaiter``: woken once their min_bytes may be visible) and
+        #: acks=all produces waiting for the high watermark (events: woken by every advance).
+        self._fetch_watchers: dict[tuple[str, int], set[trio.Event | FetchWaiter]] = defaultdict(set)
+        self._visible_ends = VisibleEnds()
         #: Followers' fetches parked on a led partition: woken by every append, not only by the high watermark.
-        self._replica_watchers: dict[tuple[str, int], set[trio.Event]] = defaultdict(set)
+        self._replica_watchers: dict[tuple[str, int], set[trio.Event | FetchWaiter]] = defaultdict(set)
         self._leader_epochs: dict[tuple[str, int], int] = {}
         #: The high watermarks saved before this start (``replication-offset-checkpoint``), read at the first
         #: partition state and each used once: a log opens with its high watermark at its end.
@@ -372,14 +376,18 @@ class ReplicaManager:
 
     # Long polling ----------------------------------------------------------------------------------------------
 
-    def watch(self, partitions: list[tuple[str, int]], event: trio.Event, *, replica: bool = False) -> None:
-        """Set ``event`` when any of ``partitions`` makes new data visible (``replica``: when data is appended, for
-        a follower's fetch), or when its role changes."""
+    def watch(
+        self, partitions: list[tuple[str, int]], event: trio.Event | FetchWaiter, *, replica: bool = False
+    ) -> None:
+        """Set ``event`` when any of ``partitions`` makes new data visible (a ``FetchWaiter``: once its bytes may
+        be; ``replica``: when data is appended, for a follower's fetch), or when its role changes."""
         watchers = self._replica_watchers if replica else self._fetch_watchers
         for tp in partitions:
             watchers[tp].add(event)
 
-    def unwatch(self, partitions: list[tuple[str, int]], event: trio.Event, *, replica: bool = False) -> None:
+    def unwatch(
+        self, partitions: list[tuple[str, int]], event: trio.Event | FetchWaiter, *, replica: bool = False
+    ) -> None:
         all_watchers = self._replica_watchers if replica else self._fetch_watchers
         for tp in partitions:
             watchers = all_watchers.get(tp)
@@ -389,11 +397,25 @@ class ReplicaManager:
                     del all_watchers[tp]
 
     def high_watermark_advanced(self, partition_log: PartitionLog) -> None:
-        """Called when a partition's visible data grows: wake the fetches (and acks=all produces) waiting on it."""
-        self._wake(self._fetch_watchers, (partition_log.topic, partition_log.partition))
+        """Called when a partition's visible data grows: wake the acks=all produces waiting on it, and the fetches
+        whose min_bytes may now be visible (``broker.fetch_wait``)."""
+        tp = (partition_log.topic, partition_log.partition)
+        watchers = self._fetch_watchers.get(tp)
+        growth = self._visible_ends.advance(partition_log, measure=bool(watchers))
+        if not watchers:
+            return
+        if growth is None:
+            self._wake(self._fetch_watchers, tp)
+            return
+        woken = [w for w in watchers if not isinstance(w, FetchWaiter) or w.grown(*growth)]
+        for waiter in woken:
+            waiter.set()
+            watchers.discard(waiter)
+        if not watchers:
+            del self._fetch_watchers[tp]
 
     @staticmethod
-    def _wake(all_watchers: dict[tuple[str, int], set[trio.Event]], tp: tuple[str, int]) -> None:
+    def _wake(all_watchers: dict[tuple[str, int], set[trio.Event | FetchWaiter]], tp: tuple[str, int]) -> None:
         watchers = all_watchers.pop(tp, None)
         for event in watchers or ():
             event.set()
@@ -475,6 +497,7 @@ class ReplicaManager:
     def forget(self, topic: str, partition: int) -> None:
         """The partition is deleted here: no role, no fetching (a topic created again starts as the single node's)."""
         self.roles.forget((topic, partition))
+        self._visible_ends.forget(topic, partition)
         if self.fetchers is not None:
             self.fetchers.unfollow(topic, partition)
         self._wake(self._fetch_watchers, (topic, partition))

@@ -105,6 +105,8 @@ DECODE_REST_FACTOR = 9
 #: The interpreter's thread switch interval while the broker serves (Python's default 5 ms): the event loop waits
 #: for the GIL at most this long when a worker thread decodes.
 SWITCH_INTERVAL_S = 0.0005
+#: How often connections waiting for the request budget or their turn to decode are checked for a client gone.
+DEPARTED_CHECK_S = 1.0
 #: Seconds the accept loop waits after the system refused a new connection (EMFILE...), as trio's does.
 ACCEPT_RETRY_S = 0.1
 #: Repeated errors a client or the system can cause are logged at most so often (``broker.log_limit``).
@@ -124,6 +126,15 @@ def _decode_limiter() -> trio.CapacityLimiter:
         limiter = trio.CapacityLimiter(1)
         _DECODE_LIMITER.set(limiter)
         return limiter
+
+
+class _Taken:
+    """A frame handed over with its only reference, so the callee can drop it before it returns."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes | memoryview) -> None:
+        self.frame: bytes | memoryview | None = frame
 
 
 class ConnectionClosed(Exception):
@@ -148,6 +159,8 @@ class FrameReader:
         self._budget = budget or RequestBudget(UNBOUNDED)
         self._buffer = bytearray()
         self._reserved = 0
+        #: True while the reader waits for the budget, reading nothing (so it would not see its client go).
+        self.waiting = False
 
     async def _fill(self, needed: int) -> None:
         while len(self._buffer) < needed:
@@ -173,7 +186,11 @@ class FrameReader:
         if size < 0 or size > self._max_size:
             raise ConnectionClosed(f"frame size {size} outside 0..{self._max_size} (socket.request.max.bytes)")
         if size >= LARGE_FRAME_BYTES and len(self._buffer) < 4 + size:
-            self._reserved = await self._budget.reserve(size)
+            self.waiting = True
+            try:
+                self._reserved = await self._budget.reserve(size)
+            finally:
+                self.waiting = False
             return await self._receive_large(size)
         await self._fill(4 + size)
         with memoryview(self._buffer) as view:
@@ -240,7 +257,16 @@ class Connection:
         self._response_hold = ResponseHold(context.response_budget)
         #: Requests read so far; the idle sweeper compares it between looks.
         self.requests = 0
+        #: True while a request waits for its turn to be decoded in the worker thread.
+        self._waiting_turn = False
         self._scope = trio.CancelScope()
+
+    def close_if_departed(self) -> None:
+        """Close the connection if it waits for the request budget or its turn to decode, reading nothing, and its
+        client has gone (``_close_departed``): it would not see the close until its turn came."""
+        if (self._reader.waiting or self._waiting_turn) and not self._scope.cancel_called and self._sock.peer_gone():
+            log.debug("connection_closed", client=self._client_host, reason="peer closed while its request waited")
+            self._scope.cancel()
 
     def close_idle(self) -> None:
         """Close the connection because it sent no request for ``connections.max.idle.ms``."""
@@ -274,13 +300,13 @@ class Connection:
         without_waiting = bytes_without_waiting = 0
         while True:
             waits = self._sock.waits
-            frame = await self._reader.next_frame()
-            bytes_without_waiting += len(frame)
+            # The frame's only reference is handed over: _handle drops it once it is decoded.
+            taken = _Taken(await self._reader.next_frame())
+            bytes_without_waiting += len(taken.frame or b"")
             self.requests += 1
             try:
-                response = await self._handle(frame)
+                response = await self._handle(taken)
             finally:
-                del frame
                 self._reader.release()
             try:
                 if response is not None and self._response_hold.held:
@@ -372,7 +398,9 @@ class Connection:
         except DecodeError as exc:
             raise ConnectionClosed(f"undecodable request header: {exc}") from None
 
-    async def _handle(self, frame: bytes | memoryview) -> _Outgoing | None:
+    async def _handle(self, taken: _Taken) -> _Outgoing | None:
+        frame, taken.frame = taken.frame, None
+        assert frame is not None
         header = self._decode_header(frame)
         if isinstance(header, bytes):
             return header
@@ -380,7 +408,15 @@ class Connection:
             # Up to MAX_REQUEST_ELEMENTS objects: decoded in a thread, so the event loop keeps serving the other
             # connections meanwhile, and rationed (DECODE_REST_FACTOR), so clients sending such requests over and
             # over cannot take the broker's time from the others.
-            async with _decode_limiter():
+            self._waiting_turn = True
+            try:
+                await _decode_limiter().acquire()
+            finally:
+                self._waiting_turn = False
+            try:
+                if self._sock.peer_gone():
+                    # Queued behind other decodes while its client went away: nobody would read the answer.
+                    raise ConnectionClosed("peer closed while its request waited to be decoded")
                 started = trio.current_time()
                 try:
                     body = await trio.to_thread.run_sync(decode_request, header, frame)
@@ -388,8 +424,16 @@ class Connection:
                     self._bad_request(header, exc, frame)
                 finally:
                     await trio.sleep((trio.current_time() - started) * DECODE_REST_FACTOR)
+            finally:
+                _decode_limiter().release()
         else:
             body = self._decode_body(header, frame)
+        if header.api_key != ApiKey.PRODUCE:
+            # Decoded into objects that keep no view of the frame (only Produce's records are views): its bytes and
+            # its share of queued.max.request.bytes go now, not when the request is answered (a parked Fetch waits
+            # up to its max_wait), as Kafka's RequestChannel releases the buffer of such requests once parsed.
+            del frame
+            self._reader.release()
         return await self._dispatch(header, body)
 
     def _decode_body(self, header: RequestHeader, frame: bytes | memoryview):
@@ -510,9 +554,17 @@ class Connection:
                 queued_out += counted
 
 
-async def serve(context: ServerContext, listener: Listener, *, task_status: trio.TaskStatus[int]) -> None:
+async def serve(
+    context: ServerContext,
+    listener: Listener,
+    accepting: trio.Event | None = None,
+    *,
+    task_status: trio.TaskStatus[int],
+) -> None:
     """Listen on the listener's host:port and serve every connection in this task's nursery; reports the bound
-    port. Raises StartupError naming the listener and its address when it cannot listen there."""
+    port. With ``accepting``, connections wait in the listen backlog until it is set (the port is bound, so nobody
+    mistakes the broker for a dead one). Raises StartupError naming the listener and its address when it cannot
+    listen there."""
     try:
         listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
     except OSError as exc:
@@ -543,8 +595,11 @@ async def serve(context: ServerContext, listener: Listener, *, task_status: trio
         finally:
             connections.discard(connection)
 
+    if accepting is not None:
+        await accepting.wait()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_close_idle, connections, context.config.get_int("connections.max.idle.ms") / 1000)
+        nursery.start_soon(_close_departed, connections)
         for socket_listener in listeners:
             nursery.start_soon(_accept, socket_listener, handle, nursery)
 
@@ -572,6 +627,15 @@ async def _accept(
             await trio.sleep(ACCEPT_RETRY_S)
             continue
         nursery.start_soon(handle, stream)
+
+
+async def _close_departed(connections: set[Connection]) -> None:
+    """Every ``DEPARTED_CHECK_S``, close the connections that wait, reading nothing, for a client that has gone: one
+    look at each connection's flags, and at the TCP state of those waiting (no task per connection)."""
+    while True:
+        await trio.sleep(DEPARTED_CHECK_S)
+        for connection in list(connections):
+            connection.close_if_departed()
 
 
 async def _close_idle(connections: set[Connection], idle_s: float) -> None:

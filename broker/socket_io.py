@@ -105,6 +105,10 @@ class NonBlockingSocket:
                 return
             await trio.sleep(PEER_GONE_POLL_S)
 
+    def peer_gone(self) -> bool:
+        """Whether the peer has visibly closed or reset a TCP connection (never waits; False for other sockets)."""
+        return self._sock.fileno() < 0 or bool(self._tcp_peer_gone())
+
     def _tcp_peer_gone(self) -> bool | None:
         """Whether the TCP connection was closed or reset by the peer; None when the socket is not TCP."""
         try:

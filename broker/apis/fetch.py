@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING
 
 import trio
 from oncelog.broker.clock import now_ms
+from oncelog.broker.fetch_wait import FetchWaiter, bytes_between
 from oncelog.broker.replica_manager import READ_COMMITTED, PartitionRead
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.records.batch import holds_codec
 from oncelog.protocol.records.compression import Compression
-from oncelog.storage.log import PartitionLog
 
 if TYPE_CHECKING:
     from oncelog.broker.services import Broker
@@ -254,33 +254,6 @@ async def handle(broker: Broker, request: Request) -> dict:
     return _response(results, body.isolation_level, ids)
 
 
-def _bytes_between(partition_log: PartitionLog, start: int, end: int, starts: dict[tuple[int, int], int]) -> int:
-    """Bytes of the batches holding offsets ``start`` up to ``end`` (a batch holding ``end`` not counted), from
-    batch positions: no record is read. ``starts`` caches where ``start`` lies in a segment between calls; the end
-    of the log needs no lookup (the segment's size)."""
-    total = 0
-    at_log_end = end >= partition_log.log_end_offset
-    for segment in partition_log.segments:
-        if segment.next_offset <= start:
-            continue
-        if segment.base_offset >= end:
-            break
-        begin = 0
-        if segment.base_offset <= start:
-            key = (segment.base_offset, start)
-            if key not in starts:
-                found = segment.find_batch(start)
-                starts[key] = found[0] if found is not None else segment.size
-            begin = starts[key]
-        if at_log_end or end >= segment.next_offset:
-            until = segment.size
-        else:
-            found = segment.find_batch(end)
-            until = found[0] if found is not None else segment.size
-        total += max(0, until - begin)
-    return total
-
-
 def _visible_bytes(
     broker: Broker, request: Request, wanted: dict[str, dict[int, object]], starts: dict[tuple[int, int], int]
 ) -> int:
@@ -306,7 +279,7 @@ def _visible_bytes(
             else:
                 end = partition_log.high_watermark
             if start < end:
-                total += _bytes_between(partition_log, start, end, starts)
+                total += bytes_between(partition_log, start, end, starts)
     return total
 
 
@@ -317,20 +290,23 @@ async def _park(
     watched: list[tuple[str, int]],
     deadline: float,
 ) -> None:
-    """Wait until the deadline, or until ``min_bytes`` are visible from the fetch positions (``_visible_bytes``):
-    a produce wakes a parked fetch once, and costs it a look at the batch positions of its distinct partitions,
-    not a read. A client gone away cancels its parked fetch with its connection."""
+    """Wait until the deadline, or until ``min_bytes`` are visible from the fetch positions (``_visible_bytes``).
+    A consumer's fetch is woken only once its partitions' high watermark advances may have made them visible
+    (``broker.fetch_wait``), so a produce costs it an addition; a follower's at every append. Either then looks
+    at the batch positions of its distinct partitions, not a read. A client gone away cancels its parked fetch
+    with its connection."""
     starts: dict[tuple[int, int], int] = {}
     with trio.move_on_at(deadline):
         async with trio.open_nursery() as nursery:
             if request.watch_disconnect is not None:
                 nursery.start_soon(request.watch_disconnect)
             follower = replica_id(request) >= 0
-            while _visible_bytes(broker, request, wanted, starts) < request.body.min_bytes:
-                data_arrived = trio.Event()
-                broker.replicas.watch(watched, data_arrived, replica=follower)
+            committed = request.body.isolation_level == READ_COMMITTED
+            while (visible := _visible_bytes(broker, request, wanted, starts)) < request.body.min_bytes:
+                waiter = FetchWaiter(request.body.min_bytes - visible, committed=committed)
+                broker.replicas.watch(watched, waiter, replica=follower)
                 try:
-                    await data_arrived.wait()
+                    await waiter.event.wait()
                 finally:
-                    broker.replicas.unwatch(watched, data_arrived, replica=follower)
+                    broker.replicas.unwatch(watched, waiter, replica=follower)
             nursery.cancel_scope.cancel()

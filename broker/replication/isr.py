@@ -5,7 +5,11 @@ smaller than the stored one (a follower dropped locally only could be elected wi
 
 One change per partition at a time; a refused or failed change (stale epochs, not the leader any more, the
 controller unreachable) is not proposed again for that partition until its state changes or half a lag time has
-passed, however often followers' fetches ask for a round.
+passed, however often followers' fetches ask for a round. A refusal because a joining replica is not alive
+(INELIGIBLE_REPLICA) is the exception: a restarted follower fetches as soon as it has registered, often before the
+registration reaches the leader's metadata image, so the leader asks again after INELIGIBLE_RETRY_S, at a later fetch
+of the follower (Kafka's leader retries at its next fetch too), instead of leaving it out of the ISR for half a lag
+time.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ import structlog
 import trio
 from oncelog.broker.controller.partition_change import PartitionState
 from oncelog.broker.controller.refused import Refused
+from oncelog.protocol.errors import ErrorCode
 
 from .partitions import PartitionRoles
 
 log = structlog.get_logger(__name__)
+
+#: How soon an expansion refused with INELIGIBLE_REPLICA may be proposed again (about one idle follower fetch).
+INELIGIBLE_RETRY_S = 0.25
 
 
 class IsrUpdater(Protocol):
@@ -103,6 +111,8 @@ class IsrMaintenance:
                     "alter_isr_refused", topic=topic, partition=partition, error=outcome.error.name, reason=str(outcome)
                 )
             if outcome is None or isinstance(outcome, Refused):
-                self._backoff[tp] = (proposed.partition_epoch, trio.current_time() + self._interval_s)
+                ineligible = isinstance(outcome, Refused) and outcome.error == ErrorCode.INELIGIBLE_REPLICA
+                wait_s = min(INELIGIBLE_RETRY_S, self._interval_s) if ineligible else self._interval_s
+                self._backoff[tp] = (proposed.partition_epoch, trio.current_time() + wait_s)
                 continue
             self._adopt(topic, partition, outcome)

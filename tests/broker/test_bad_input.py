@@ -15,7 +15,7 @@ from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import SUPPORTED_VERSIONS, ApiKey, ErrorCode, decode_response
 from oncelog.protocol.records import SimpleRecord, encode_batch
 
-from .helpers import batch, create_topic_body, list_offsets_body, produce_body
+from broker.helpers import batch, create_topic_body, list_offsets_body, produce_body
 
 
 async def _assert_alive(broker) -> None:

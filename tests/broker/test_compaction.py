@@ -8,10 +8,10 @@ from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFI
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import SimpleRecord, encode_batch, iter_records
 
-from .helpers import create_topic_body, fetch_body, produce_body
-from .test_group_txn import TXN, _add_offsets, _txn_commit
-from .test_groups import _topic, fetch_offsets
-from .test_transactions import _add, _end, _init_ok
+from broker.group.test_group_txn import TXN, _add_offsets, _txn_commit
+from broker.group.test_groups import _topic, fetch_offsets
+from broker.helpers import create_topic_body, fetch_body, produce_body
+from broker.txn.test_transactions import _add, _end, _init_ok
 
 FAST_CLEANER = {"log_cleaner_backoff_ms": "20"}
 

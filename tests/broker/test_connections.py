@@ -13,8 +13,8 @@ from oncelog.broker.socket_io import NonBlockingSocket
 from oncelog.protocol import ApiKey, ErrorCode, RequestHeader, decode_response, encode_request, encode_response
 from oncelog.protocol.records import iter_records
 
-from .conftest import WireClient
-from .helpers import batch, create_topic_body, fetch_body, produce_body
+from broker.conftest import WireClient
+from broker.helpers import batch, create_topic_body, fetch_body, produce_body
 
 _SIZE = struct.Struct(">i")
 HEARTBEAT = {"group_id": "no-such-group", "generation_id": 1, "member_id": "m"}

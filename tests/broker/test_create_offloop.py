@@ -20,7 +20,7 @@ from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog
 from oncelog.storage.segment import OPEN_FILES_PER_SEGMENT, LogSegment
 
-from .helpers import batch, create_topic_body, produce_body
+from broker.helpers import batch, create_topic_body, produce_body
 
 NODE = 1  # node.id default
 NO_LEADER = -1

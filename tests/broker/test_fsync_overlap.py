@@ -9,8 +9,8 @@ from __future__ import annotations
 import trio
 from oncelog.protocol import ApiKey, ErrorCode, decode_response
 
-from .helpers import batch, create_topic_body, produce_body
-from .test_transactions import _add, _end, _init_ok, _produce_txn
+from broker.helpers import batch, create_topic_body, produce_body
+from broker.txn.test_transactions import _add, _end, _init_ok, _produce_txn
 
 #: How long the fsync helper holds every fsync, so that what started before the first one finished is visible.
 HELD_FSYNC_MS = 500

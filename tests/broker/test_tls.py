@@ -14,8 +14,8 @@ from oncelog.protocol import ApiKey, ErrorCode, decode_response, encode_request
 from oncelog.protocol.records import iter_records
 from support.tls import Pki, make_pki
 
-from .conftest import RunningBroker, WireClient
-from .helpers import batch, create_topic_body, fetch_body, produce_body
+from broker.conftest import RunningBroker, WireClient
+from broker.helpers import batch, create_topic_body, fetch_body, produce_body
 
 _SIZE = struct.Struct(">i")
 SSL_LISTENER = {"listeners": "SSL://127.0.0.1:0"}

@@ -17,10 +17,10 @@ from oncelog.broker.flusher import LogFlusher
 from oncelog.protocol import ApiKey, ErrorCode, decode_response
 from oncelog.storage.config import LONG_MAX
 
-from .conftest import RunningBroker, WireClient
-from .helpers import batch, produce_body
-from .test_alter_configs import DELETE, OK, SET, _alter, _create
-from .test_groups import commit
+from broker.apis.test_alter_configs import DELETE, OK, SET, _alter, _create
+from broker.conftest import RunningBroker, WireClient
+from broker.group.test_groups import commit
+from broker.helpers import batch, produce_body
 
 PRODUCE_VERSION = 7
 #: A broker in Kafka's page-cache mode (no topic overrides: nothing waits for an fsync).

@@ -23,7 +23,7 @@ import trio
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.records import SimpleRecord, encode_batch
 
-from .helpers import batch, create_topic_body, produce_body
+from broker.helpers import batch, create_topic_body, produce_body
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "traced"

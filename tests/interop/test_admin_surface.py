@@ -3,7 +3,7 @@ partition reassignment APIs -- with kafka-python's KafkaAdminClient and confluen
 broker process. Each answer is the one these clients get from a single-node Kafka without an authorizer.
 
 confluent-kafka has no DescribeLogDirs or reassignment calls; neither client has a DescribeClientQuotas call (it is
-covered by tests/broker/test_client_quotas.py); kafkajs's ACL calls are in test_kafkajs.py.
+covered by tests/broker/apis/test_client_quotas.py); kafkajs's ACL calls are in test_kafkajs.py.
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ from oncelog.protocol import (
     decode_response,
     encode_request,
 )
-from wire_samples import decode_frame as _request
-from wire_samples import from_hex as h
-from wire_samples import plain
-from wire_samples import response_bytes as _response_bytes
+from support.wire_samples import decode_frame as _request
+from support.wire_samples import from_hex as h
+from support.wire_samples import plain
+from support.wire_samples import response_bytes as _response_bytes
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from wire_samples import from_hex as h
-from wire_samples import plain
+from support.wire_samples import from_hex as h
+from support.wire_samples import plain
 
 # IncrementalAlterConfigs v1 request (flexible), header v2 (client_id "c", empty tags): one resource {type 2, "t",
 # configs [{"retention.ms", SET, "1000"}, {"cleanup.policy", DELETE, null}]}, validate_only true.

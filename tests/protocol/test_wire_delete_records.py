@@ -12,8 +12,8 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from wire_samples import decode_frame, plain
-from wire_samples import from_hex as h
+from support.wire_samples import decode_frame, plain
+from support.wire_samples import from_hex as h
 
 # v0 and v1 (classic), header v1 with client_id "c": topics [{"t", partitions [{0, offset 5}, {1, offset -1}]}],
 # timeout 30000.

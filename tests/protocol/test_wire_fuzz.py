@@ -21,7 +21,7 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from wire_samples import sample
+from support.wire_samples import sample
 
 CASES = [(key, v) for key, (lo, hi) in sorted(DECLARED_VERSIONS.items()) for v in range(lo, hi + 1)]
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

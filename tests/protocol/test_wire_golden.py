@@ -18,8 +18,8 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from wire_samples import from_hex as h
-from wire_samples import plain
+from support.wire_samples import from_hex as h
+from support.wire_samples import plain
 
 # ApiVersions v0 request, header v1: key 18, version 0, correlation 1, client_id "ab"; empty body.
 API_VERSIONS_V0_REQ = h("0012 0000 00000001 0002 6162")

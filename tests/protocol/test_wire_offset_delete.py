@@ -20,8 +20,8 @@ from oncelog.protocol import (
     response_header_version,
 )
 from oncelog.protocol.consumer_protocol import decode_subscription, encode_subscription
-from wire_samples import from_hex as h
-from wire_samples import plain
+from support.wire_samples import from_hex as h
+from support.wire_samples import plain
 
 # OffsetDelete v0 request, header v1 (client_id "c"): group_id "g1", topics [{"t", partitions [0, 3]}].
 OFFSET_DELETE_V0_REQ = h("002f 0000 00000001 0001 63  0002 6731  00000001 0001 74 00000002 00000000 00000003")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from oncelog.protocol import ApiKey, decode_response, encode_request
-from wire_samples import decode_frame as _request
-from wire_samples import from_hex as h
-from wire_samples import plain
+from support.wire_samples import decode_frame as _request
+from support.wire_samples import from_hex as h
+from support.wire_samples import plain
 
 # CreatePartitions v1 (classic), header v1 with client_id "c": topics [{"t", count 3, assignments [[1]]}],
 # timeout 30000, validate_only true.

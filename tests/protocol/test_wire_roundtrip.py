@@ -14,7 +14,7 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from wire_samples import expected, plain, sample
+from support.wire_samples import expected, plain, sample
 
 CASES = [(key, v) for key, (lo, hi) in sorted(DECLARED_VERSIONS.items()) for v in range(lo, hi + 1)]
 

@@ -14,8 +14,8 @@ from oncelog.protocol import (
     encode_request,
     encode_response,
 )
-from wire_samples import from_hex as h
-from wire_samples import plain
+from support.wire_samples import from_hex as h
+from support.wire_samples import plain
 
 # ListTransactions v1 request, header v2 (client_id "c", empty tags): state_filters ["Ongoing"],
 # producer_id_filters [5], duration_filter 60000, empty tags.

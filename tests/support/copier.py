@@ -1,6 +1,6 @@
 """An exactly-once consume-transform-produce copier on a stock client, run as a subprocess by the copier tests.
 
-    python tests/support/copier.py --client confluent|kafka-python --bootstrap B --group G --input IN \\
+    python tests/support/copier.py --client confluent|kafka-python|oncelog --bootstrap B --group G --input IN \\
         --output OUT --transactional-id T --instance-id I [--batch N] [--session-ms MS]
 
 A consumer in group G (subscribe, read_committed, no auto commit, auto.offset.reset earliest, static membership
@@ -293,9 +293,12 @@ class KafkaPythonCopier(_Copier):
             return Abortable(repr(exc))
         return Fatal(repr(exc))
 
+    def _batches(self) -> dict[Any, list[Any]]:
+        return self.consumer.poll(timeout_ms=500, max_records=self.args.batch)
+
     def poll(self) -> list[Any]:
         try:
-            batches = self.consumer.poll(timeout_ms=500, max_records=self.args.batch)
+            batches = self._batches()
         except Exception as exc:
             kind = self._classify(exc)
             if isinstance(kind, (Fenced, Fatal)):
@@ -357,7 +360,93 @@ class KafkaPythonCopier(_Copier):
         self.producer.close(5)
 
 
-COPIERS = {"confluent": ConfluentCopier, "kafka-python": KafkaPythonCopier}
+class OncelogCopier(KafkaPythonCopier):
+    """The bundled client (``oncelog.client.sync``), whose API is kafka-python's shape (``poll``, ``abort_and_rewind``
+    are shared); it has no static membership, so ``--instance-id`` is unused."""
+
+    def __init__(self, args: Args) -> None:
+        from oncelog.client import sync
+
+        self.args = args
+        self.producer = sync.Producer(
+            args.bootstrap, transactional_id=args.transactional_id, transaction_timeout_ms=TXN_TIMEOUT_MS, linger_ms=5
+        )
+        self._retry(self.producer.init_transactions)
+        self.consumer = sync.Consumer(
+            args.bootstrap,
+            group_id=args.group,
+            session_timeout_ms=args.session_ms,
+            heartbeat_interval_ms=HEARTBEAT_MS,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_records=args.batch,
+        )
+        self.consumer.subscribe([args.input])
+
+    @staticmethod
+    def _classify(exc: Exception) -> Exception:
+        from oncelog.client import errors
+        from oncelog.protocol import ErrorCode
+
+        fencing = {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.FENCED_INSTANCE_ID}
+        if isinstance(exc, errors.ProducerFencedError) or getattr(exc, "code", None) in fencing:
+            return Fenced(repr(exc))
+        if isinstance(exc, errors.FatalProducerError):
+            return Fatal(repr(exc))
+        if isinstance(exc, (errors.AbortableTransactionError, errors.TransactionAbortedError)):
+            return Abortable(repr(exc))
+        if isinstance(exc, errors.KafkaError):
+            return exc if exc.retriable else Abortable(repr(exc))
+        return Fatal(repr(exc))
+
+    def _batches(self) -> dict[Any, list[Any]]:
+        return self.consumer.getmany(timeout_ms=500, max_records=self.args.batch)
+
+    def copy(self, records: list[Any]) -> None:
+        from oncelog.client.types import TopicPartition
+
+        try:
+            self.producer.begin_transaction()
+            handles = [
+                self.producer.send(
+                    self.args.output,
+                    transform(r.value),
+                    r.key,
+                    partition=r.partition,
+                    headers=[(SRC_HEADER, src_header(r.partition, r.offset))],
+                )
+                for r in records
+            ]
+            offsets = {TopicPartition(self.args.input, p): o for p, o in next_offsets(records).items()}
+            self.producer.send_offsets_to_transaction(offsets, self.consumer.group_metadata())
+            self.producer.commit_transaction()
+            for handle in handles:
+                handle.get(0)  # a failed send must not go unnoticed (commit would have failed anyway)
+        except Exception as exc:
+            raise self._classify(exc) from exc
+
+    def caught_up(self) -> bool:
+        from oncelog.client.errors import KafkaError
+
+        assignment = list(self.consumer.assignment())
+        if not assignment:
+            return False
+        try:
+            ends = self.consumer.list_offsets(assignment, -1)
+            return all(
+                self.consumer.position(tp) == ends[tp] and self.consumer.committed(tp) == ends[tp] for tp in assignment
+            )
+        except KafkaError as exc:  # e.g. a leader that just died: ask again at the next idle poll
+            say(f"not known to be caught up: {exc!r}")
+            return False
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.producer.close()
+
+
+COPIERS = {"confluent": ConfluentCopier, "kafka-python": KafkaPythonCopier, "oncelog": OncelogCopier}
 
 
 def run(args: Args) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import socket
 import struct
@@ -257,6 +258,7 @@ def main() -> int:
     parser.add_argument("--holders", nargs="*", help="kinds of held connections: loris, parked, unread")
     args = parser.parse_args()
 
+    print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     with BrokerProcess() as broker:
         with Wire(broker.port) as wire:
             wire.create_topic(TOPIC, PARTITIONS)
@@ -301,6 +303,7 @@ def main() -> int:
             )
         if rss:
             print(f"rss loaded: first={rss[0]:.1f}MB max={max(rss):.1f}MB last={rss[-1]:.1f}MB")
+        print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         print(f"acknowledged={sum(clients.acked)} consumed={sum(clients.consumed)} produce errors={clients.errors}")
         lost = sum(clients.acked) - sum(clients.consumed)
         print("nothing acknowledged lost" if lost <= 0 else f"LOST {lost} acknowledged records")

@@ -304,3 +304,81 @@ def test_accept_failures_are_logged_at_a_limited_rate(tmp_path: Path) -> None:
         time.sleep(0.5)
         with Wire(proc.port, timeout=10) as wire:
             wire.metadata([])
+
+
+def _parked_fetch(topic: str) -> bytes:
+    """A ~320 KB Fetch listing one partition 20,000 times that parks for 30 s (min_bytes never reached)."""
+    return frame(ApiKey.FETCH, FETCH_VERSION, fetch_body(topic, [0] * 20_000, max_wait_ms=30_000, min_bytes=1 << 30))
+
+
+def test_parked_fetches_give_back_their_request_bytes_once_decoded(tmp_path: Path) -> None:
+    """Four ~320 KB Fetches parked for 30 s under a 1 MiB ``queued.max.request.bytes``: each gives its frame and
+    its share of the budget back once decoded (as Kafka's RequestChannel releases a parsed request's buffer), so
+    a large request after them is answered after their decodes. Before, the parked fetches held their frames
+    until answered and the fourth one, then the Metadata request, waited for the first to time out (30 s)."""
+    with BrokerProcess(tmp_path / "data", settings={"queued.max.request.bytes": 1 << 20}) as proc:
+        with Wire(proc.port) as wire:
+            wire.create_topic(BIG_TOPIC, 1)
+        hostile = [Wire(proc.port) for _ in range(4)]
+        try:
+            for wire in hostile:
+                wire.send(_parked_fetch(BIG_TOPIC))
+            with Wire(proc.port, timeout=25) as wire:
+                started = time.monotonic()
+                wire.send(metadata_frame([BIG_TOPIC] * 20_000))  # ~160 KB: a large frame too
+                answer = wire.response(ApiKey.METADATA, 1)
+                waited = time.monotonic() - started
+            assert [t.name for t in answer.topics] == [BIG_TOPIC]
+            assert waited < 20, waited
+        finally:
+            for wire in hostile:
+                wire.close()
+
+
+def test_large_requests_of_clients_gone_are_not_decoded(broker: BrokerProcess) -> None:
+    """30 clients each send a ~320 KB Fetch and close at once: queued for the one worker-thread decode (44 ms each,
+    then a rest nine times as long), each was decoded before, so a large request after them waited 13 s or more
+    (on an idle machine).
+    Now a request whose client has gone is dropped when its turn comes."""
+    request = _parked_fetch(BIG_TOPIC)
+    for _ in range(30):
+        with Wire(broker.port) as wire:
+            wire.send(request)
+    time.sleep(0.5)  # every frame read and queued
+    with Wire(broker.port, timeout=30) as wire:
+        started = time.monotonic()
+        wire.send(metadata_frame([BIG_TOPIC] * 20_000))
+        answer = wire.response(ApiKey.METADATA, 1)
+        waited = time.monotonic() - started
+    assert [t.name for t in answer.topics] == [BIG_TOPIC]
+    assert waited < 8, waited
+
+
+def test_clients_gone_while_waiting_for_the_request_budget_are_closed(tmp_path: Path) -> None:
+    """Under a 1 MiB ``queued.max.request.bytes`` held by one client announcing a 900 KB frame, 50 clients announce
+    400 KB frames, wait for the budget, then close. Their connections end within seconds; before, each stayed
+    (descriptor, buffers) until its turn came, so the soak's replaced clients piled up in the broker."""
+    with BrokerProcess(tmp_path / "data", settings={"queued.max.request.bytes": 1 << 20}) as proc:
+        with Wire(proc.port) as probe:
+            probe.metadata([])
+        time.sleep(0.5)
+        baseline_fds = open_fds(proc.pid)
+        holder = socket.create_connection(("127.0.0.1", proc.port))
+        try:
+            holder.sendall(_SIZE.pack(900_000) + header_bytes(ApiKey.METADATA, 1))
+            time.sleep(0.3)
+            waiting = [socket.create_connection(("127.0.0.1", proc.port)) for _ in range(50)]
+            for sock in waiting:
+                sock.sendall(_SIZE.pack(400_000) + header_bytes(ApiKey.METADATA, 1))
+            deadline = time.monotonic() + 10
+            while open_fds(proc.pid) < baseline_fds + 51 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert open_fds(proc.pid) >= baseline_fds + 51  # the holder and the 50, accepted
+            for sock in waiting:
+                sock.close()
+            deadline = time.monotonic() + 5
+            while open_fds(proc.pid) > baseline_fds + 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert open_fds(proc.pid) <= baseline_fds + 1, open_fds(proc.pid) - baseline_fds
+        finally:
+            holder.close()

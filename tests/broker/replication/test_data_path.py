@@ -17,8 +17,8 @@ from support.confluent_io import produce_all
 from support.dataset import make_records
 from support.replication_cluster import ReplicationCluster
 
-from ..conftest import WireClient
-from ..helpers import batch, fetch_body, list_offsets_body, produce_body
+from broker.conftest import WireClient
+from broker.helpers import batch, fetch_body, list_offsets_body, produce_body
 
 TOPIC = "replicated"
 WAIT_S = 20
@@ -342,3 +342,30 @@ async def test_a_restarted_leader_starts_from_its_saved_high_watermark(make_clus
     # Alone in its ISR, it moves the high watermark to its end at once (Kafka's single-replica leader).
     cluster.apply(TOPIC, 0, led_by(1, (1, 2), isr=(1,), partition_epoch=1))
     assert high_watermark(cluster, 1) == 2
+
+
+async def test_a_zombie_producer_is_fenced_by_the_new_leader(make_cluster) -> None:
+    """Producer state and epochs follow the leader: the new leader knows the producer's newer epoch from the
+    replicated batches, so the older incarnation's next batch is refused (INVALID_PRODUCER_EPOCH), and the newer one
+    goes on at its next sequence."""
+    cluster = await make_cluster([1, 2])
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
+    old = await connect(cluster, 1)
+    init = await old.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000})
+    pid = init.producer_id
+    zombie_first = batch([b"zombie-0"], producer_id=pid, producer_epoch=0, base_sequence=0)
+    assert (await produce(old, zombie_first)).error_code == ErrorCode.NONE
+    # Its successor: the same producer id at the next epoch (an idempotent producer bumps its own epoch, KIP-360).
+    successor = batch([b"new-0"], producer_id=pid, producer_epoch=1, base_sequence=0)
+    assert (await produce(old, successor)).error_code == ErrorCode.NONE
+    await until(lambda: high_watermark(cluster, 2) == 2)
+
+    partition_epoch = cluster.state(TOPIC, 0).partition_epoch + 1
+    cluster.apply(TOPIC, 0, led_by(2, (1, 2), leader_epoch=1, partition_epoch=partition_epoch))
+    new = await connect(cluster, 2)
+    zombie = await produce(new, batch([b"zombie-1"], producer_id=pid, producer_epoch=0, base_sequence=1))
+    assert zombie.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    answer = await produce(new, batch([b"new-1"], producer_id=pid, producer_epoch=1, base_sequence=1))
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 2)
+    assert b"zombie-1" not in log_bytes(cluster, 2)
