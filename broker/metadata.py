@@ -32,17 +32,25 @@ INTERNAL_TOPIC_CONFIGS: dict[str, dict[str, str]] = {
 }
 
 
+#: Kafka 4.1's CreateTopics / CreatePartitions messages for a partition count or replication factor below 1.
+NON_POSITIVE_PARTITIONS = "Number of partitions was set to an invalid non-positive value."
+NON_POSITIVE_REPLICATION_FACTOR = "Replication factor must be larger than 0, or -1 to use the default value."
+
+
 def topic_name_problem(name: str) -> str | None:
-    """Why ``name`` is not a legal topic name (Kafka's Topic.validate), or None when it is."""
+    """Why ``name`` is not a legal topic name (Kafka's Topic.validate, with Kafka 4.1's messages), or None."""
     if not name:
-        return "Topic name is illegal, it can't be empty"
+        return "Topic name is invalid: the empty string is not allowed"
     if name in (".", ".."):
-        return 'Topic name cannot be "." or ".."'
+        return f"Topic name is invalid: '{name}' is not allowed"
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+        return (
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length "
+            f"{MAX_TOPIC_NAME_LENGTH}"
+        )
     if not _LEGAL_TOPIC_CHARS.fullmatch(name):
         return (
-            f'Topic name "{name}" is illegal, it contains a character other than '
+            f"Topic name is invalid: '{name}' contains one or more characters other than "
             "ASCII alphanumerics, '.', '_' and '-'"
         )
     return None

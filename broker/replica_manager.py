@@ -318,7 +318,8 @@ class ReplicaManager:
         if offset > high_watermark or offset < partition_log.log_start_offset:
             # Beyond the high watermark but within the log is still in range in Kafka only for followers.
             if offset > partition_log.log_end_offset or offset < partition_log.log_start_offset:
-                read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+                # As Kafka's ReplicaManager: an error answer carries no offsets (-1 high watermark, LSO, log start).
+                return PartitionRead(ErrorCode.OFFSET_OUT_OF_RANGE)
             return read
         if offset >= limit:
             return read

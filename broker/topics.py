@@ -30,7 +30,13 @@ from oncelog.broker.fd_budget import (
     partitions_affordable,
 )
 from oncelog.broker.log_builder import build_logs
-from oncelog.broker.metadata import INTERNAL_TOPICS, TopicInfo, topic_name_problem
+from oncelog.broker.metadata import (
+    INTERNAL_TOPICS,
+    NON_POSITIVE_PARTITIONS,
+    NON_POSITIVE_REPLICATION_FACTOR,
+    TopicInfo,
+    topic_name_problem,
+)
 from oncelog.broker.topic_configs import ConfigChangeError, ConfigOp, new_overrides
 from oncelog.protocol import ErrorCode
 from oncelog.storage.errors import StorageError
@@ -138,7 +144,7 @@ class TopicManager:
                 ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {colliding}"
             )
         if num_partitions != USE_BROKER_DEFAULT and num_partitions < 1:
-            return TopicOutcome(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            return TopicOutcome(ErrorCode.INVALID_PARTITIONS, NON_POSITIVE_PARTITIONS)
         if num_partitions == USE_BROKER_DEFAULT:
             num_partitions = self._config.get_int("num.partitions")
         over_budget = self._descriptor_problem(num_partitions)
@@ -146,7 +152,7 @@ class TopicManager:
             return over_budget
         if self.cluster is None and replication_factor not in (USE_BROKER_DEFAULT, 1):
             message = (
-                "Replication factor must be larger than 0."
+                NON_POSITIVE_REPLICATION_FACTOR
                 if replication_factor < 1
                 else f"Unable to replicate the partition {replication_factor} time(s): "
                 f"The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) "

@@ -37,7 +37,7 @@ a frame header already shows to be too much. Time is linear in the request's byt
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from oncelog.protocol.records.batch import (
@@ -171,7 +171,7 @@ def validate_append(
         earliest=now_ms - config.message_timestamp_before_max_ms,
         latest=now_ms + config.message_timestamp_after_max_ms,
         partition=partition,
-        keyless=f"Compacted topic cannot accept message without key in topic partition {partition}.",
+        keyless=f"Compacted topic cannot accept message without key in topic partition {partition}",  # as Kafka 4.1
     )
     validated = []
     pos = 0
@@ -265,9 +265,11 @@ def _validate_records(
     if log_append_batch:
         ts = header.max_timestamp
         if not rules.create_time or ts == NO_TIMESTAMP:
-            _all_records(rules, count, "Invalid timestamp type in message. Producer should not set LogAppendTime.")
+            _all_records(
+                rules, count, lambda _: "Invalid timestamp type in message. Producer should not set LogAppendTime."
+            )
         elif not rules.earliest <= ts <= rules.latest:
-            _all_records(rules, count, _timestamp_message(ts, rules))
+            _all_records(rules, count, lambda index: _timestamp_message(ts, header.base_offset + index, rules))
     body = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
     try:
         if header.compression == Compression.NONE:
@@ -305,15 +307,17 @@ def _validate_records(
     return rebuild
 
 
-def _all_records(rules: _Rules, count: int, message: str) -> None:
+def _all_records(rules: _Rules, count: int, message: Callable[[int], str]) -> None:
     rules.timestamp_error = True
     for index in range(count):
-        rules.add(index, message)
+        rules.add(index, message(index))
 
 
-def _timestamp_message(ts: int, rules: _Rules) -> str:
+def _timestamp_message(ts: int, offset: int, rules: _Rules) -> str:
+    """Kafka's LogValidator message; ``offset`` is the record's offset as the producer sent it (before assignment)."""
     return (
-        f"Timestamp {ts} of message is out of range. The timestamp should be within [{rules.earliest}, {rules.latest}]"
+        f"Timestamp {ts} of message with offset {offset} is out of range. The timestamp should be within "
+        f"[{rules.earliest}, {rules.latest}]"
     )
 
 
@@ -458,7 +462,9 @@ def _walk(
             )
         if check_each and (ts_delta < earliest or ts_delta > latest) and ts_delta != no_timestamp:
             rules.timestamp_error = True
-            rules.add(index, _timestamp_message(header.base_timestamp + ts_delta, rules))
+            rules.add(
+                index, _timestamp_message(header.base_timestamp + ts_delta, header.base_offset + offset_delta, rules)
+            )
         pos = rec_end
         index += 1
     rules.max_delta = max_delta

@@ -68,6 +68,10 @@ def _isr_shortfall(broker: Broker, topic: str, partition: int) -> str | None:
     )
 
 
+#: Kafka's error message for a transactional write to a partition its transaction does not hold (KIP-890).
+NOT_ADDED_MESSAGE = "Partition was not added to the transaction"
+
+
 def _check_transactional(
     broker: Broker, transactional_id: str | None, topic: str, partition: int, records: bytes
 ) -> ErrorCode:
@@ -122,7 +126,9 @@ def _append_all(broker: Broker, request: Request) -> list[tuple[str, list[tuple[
             elif body.acks == ACKS_ALL and (short := _isr_shortfall(broker, name, index)):
                 outcome = PartitionAppend(ErrorCode.NOT_ENOUGH_REPLICAS, message=short)
             elif error := _check_transactional(broker, body.transactional_id, name, index, partition_data.records):
-                outcome = PartitionAppend(error)
+                outcome = PartitionAppend(
+                    error, message=NOT_ADDED_MESSAGE if error == ErrorCode.INVALID_TXN_STATE else None
+                )
             else:
                 outcome = broker.replicas.append(name, index, partition_data.records, timestamp, budget=budget)
             per_partition.append((index, outcome))

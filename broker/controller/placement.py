@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
+from oncelog.broker.metadata import NON_POSITIVE_REPLICATION_FACTOR
 from oncelog.protocol.errors import ErrorCode
 
 from .refused import Refused
@@ -29,7 +30,7 @@ def assign_replicas(
 ) -> dict[int, list[int]]:
     """Replicas (leader first) of partitions ``first_partition ..`` over ``brokers`` (id -> rack or None)."""
     if replication_factor <= 0:
-        raise Refused(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        raise Refused(ErrorCode.INVALID_REPLICATION_FACTOR, NON_POSITIVE_REPLICATION_FACTOR)
     if replication_factor > len(brokers):
         raise Refused(
             ErrorCode.INVALID_REPLICATION_FACTOR,

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from oncelog.broker.controller.partition_change import PartitionState
 from oncelog.broker.controller.placement import assign_replicas
 from oncelog.broker.controller.refused import Refused
+from oncelog.broker.metadata import NON_POSITIVE_PARTITIONS
 from oncelog.protocol.errors import ErrorCode
 
 from .client import Compare, Delete, EtcdClient, Put
@@ -44,7 +45,7 @@ async def create_topic(
     """Create ``name`` over ``live_brokers`` (id -> rack); Refused with TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS or
     INVALID_REPLICATION_FACTOR."""
     if partitions <= 0:
-        raise Refused(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        raise Refused(ErrorCode.INVALID_PARTITIONS, NON_POSITIVE_PARTITIONS)
     assignment = assign_replicas(live_brokers, partitions, replication_factor)
     record = TopicRecord(name, new_topic_id(), partitions, dict(configs or {}))
     states = {index: PartitionState.new(replicas, live_brokers) for index, replicas in assignment.items()}

@@ -731,7 +731,9 @@ class TransactionCoordinator:
         metadata = self._transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if epoch < metadata.producer_epoch:
+        if epoch != metadata.producer_epoch:
+            # A future epoch too (as Kafka's verification): accepted, it would raise the partition's epoch above the
+            # coordinator's, and the coordinator's abort marker would then be refused there.
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if metadata.state != TxnState.ONGOING or (topic, partition) not in metadata.partitions:
             return ErrorCode.INVALID_TXN_STATE

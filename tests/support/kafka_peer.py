@@ -61,8 +61,12 @@ class KafkaStartError(RuntimeError):
 
 
 def cluster_id() -> str:
-    """A random cluster id in Kafka's form (a UUID, URL-safe base64 without padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random cluster id in Kafka's form (a UUID, URL-safe base64 without padding). Never one starting with '-',
+    as Kafka's Uuid.randomUuid: ``kafka-storage format -t -...`` would take it for an option (1 id in 64)."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not found.startswith("-"):
+            return found
 
 
 class KafkaPeer:
