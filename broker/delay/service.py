@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +61,7 @@ log = structlog.get_logger(__name__)
 #: The group under which the service commits its consumed offsets of the level topics.
 DELAY_GROUP_ID = "__oncelog-delay"
 #: Records forwarded in one transaction at most (bounds a transaction's size and the time between commits).
-MAX_RECORDS_PER_TRANSACTION = 5000
+MAX_RECORDS_PER_TRANSACTION = 10000
 #: Longest fetch wait when nothing is due sooner: how often new records and cancellations are looked at.
 IDLE_WAIT_MS = 200
 RESTART_BACKOFF_S = 1.0
@@ -320,28 +320,26 @@ class DelayService:
         records."""
         now = self._clock_ms()
         delivered: list[int] = []
-        counts: list[tuple[str, str]] = []
+        counts: Counter[str] = Counter()
+        first = batch[0][0]
+        tp = TopicPartition(first.topic, first.partition)
         async with transaction(producer):
-            offsets: dict[TopicPartition, int] = {}
-            lateness: dict[TopicPartition, int] = {}
             for record, action in batch:
-                tp = TopicPartition(record.topic, record.partition)
                 kind = await self._apply(producer, record, action, now)
-                counts.append((record.topic, kind))
-                if isinstance(action, Deliver) and kind == "delivered":
+                counts[kind] += 1
+                if kind == "delivered" and isinstance(action, Deliver):
                     delivered.append(now - action.deliver_at_ms)
-                    lateness[tp] = max(lateness.get(tp, 0), now - action.deliver_at_ms)
-                offsets[tp] = record.offset + 1
             # The committed offsets' metadata tells ``oncelog delay stats`` when and how late the last forwards were.
-            committed = {
-                tp: OffsetAndMetadata(offset, commit_metadata(now, lateness.get(tp))) for tp, offset in offsets.items()
-            }
-            await producer.send_offsets_to_transaction(committed, consumer.group_metadata())
+            offset = batch[-1][0].offset + 1
+            metadata = commit_metadata(now, max(delivered) if delivered else None)
+            await producer.send_offsets_to_transaction(
+                {tp: OffsetAndMetadata(offset, metadata)}, consumer.group_metadata()
+            )
         self.stats.transactions += 1
         self.stats.lateness_ms.extend(delivered)
-        for topic, kind in counts:
-            level_stats = self.stats.levels[self._by_topic[topic].name]
-            setattr(level_stats, kind, getattr(level_stats, kind) + 1)
+        level_stats = self.stats.levels[self._by_topic[tp.topic].name]
+        for kind, n in counts.items():
+            setattr(level_stats, kind, getattr(level_stats, kind) + n)
 
     async def _apply(self, producer: Producer, record: ConsumerRecord, action: Action, now: int) -> str:
         """Queue ``action``'s records in the open transaction; returns the LevelStats counter it counts under."""
