@@ -61,7 +61,7 @@ log = structlog.get_logger(__name__)
 #: The group under which the service commits its consumed offsets of the level topics.
 DELAY_GROUP_ID = "__oncelog-delay"
 #: Records forwarded in one transaction at most (bounds a transaction's size and the time between commits).
-MAX_RECORDS_PER_TRANSACTION = 10000
+MAX_RECORDS_PER_TRANSACTION = 5000
 #: Longest fetch wait when nothing is due sooner: how often new records and cancellations are looked at.
 IDLE_WAIT_MS = 200
 RESTART_BACKOFF_S = 1.0
@@ -150,12 +150,12 @@ class DelayService:
         while True:
             try:
                 await self._round()
-            except (KafkaError, OSError) as exc:
+            except Exception as exc:
                 self.stats.restarts += 1
-                log.warning("delay_service_restart", error=f"{type(exc).__name__}: {exc}")
-            except Exception:
-                self.stats.restarts += 1
-                log.exception("delay_service_failed")
+                if _routine(exc):  # a broker away, a fenced producer: the next round resumes
+                    log.warning("delay_service_restart", error=f"{type(exc).__name__}: {exc}")
+                else:
+                    log.exception("delay_service_failed")
             await anyio.sleep(RESTART_BACKOFF_S)
 
     async def _round(self) -> None:
@@ -203,8 +203,10 @@ class DelayService:
                     consumer.seek(tp, refetch)  # past the bound: handed back, fetched again later
             batch, next_due = self._take_due(buffers)
             if batch:
-                for tp, records in batch.items():
-                    await self._forward(producers.get(tp), consumer, records)
+                # One transaction per partition (its own producer), run side by side: their round trips overlap.
+                async with anyio.create_task_group() as forwards:
+                    for tp, records in batch.items():
+                        forwards.start_soon(self._forward, producers.get(tp), consumer, records)
                 wait_ms = 0
             else:
                 until = IDLE_WAIT_MS if next_due is None else next_due - self._clock_ms()
@@ -385,6 +387,13 @@ class DelayService:
                 self.dead_letter_topic, record.value, record.key, headers=headers, timestamp_ms=action.timestamp_ms
             )
         return "dead_lettered"
+
+
+def _routine(exc: BaseException) -> bool:
+    """A Kafka or connection error (or a group of them only, from side-by-side forwards)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_routine(inner) for inner in exc.exceptions)
+    return isinstance(exc, KafkaError | OSError)
 
 
 class _Producers:
