@@ -153,7 +153,7 @@ class DelayService:
             except Exception as exc:
                 self.stats.restarts += 1
                 if _routine(exc):  # a broker away, a fenced producer: the next round resumes
-                    log.warning("delay_service_restart", error=f"{type(exc).__name__}: {exc}")
+                    log.warning("delay_service_restart", error="; ".join(_leaves(exc)))
                 else:
                     log.exception("delay_service_failed")
             await anyio.sleep(RESTART_BACKOFF_S)
@@ -396,6 +396,13 @@ def _routine(exc: BaseException) -> bool:
     return isinstance(exc, KafkaError | OSError)
 
 
+def _leaves(exc: BaseException) -> list[str]:
+    """``Type: message`` of ``exc``, or of each exception inside it when it is a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [text for inner in exc.exceptions for text in _leaves(inner)]
+    return [f"{type(exc).__name__}: {exc}"]
+
+
 class _Producers:
     """The level partitions' transactional producers, each started, initialised and closed in a task of its own."""
 
@@ -431,8 +438,8 @@ async def _hold(producer: Producer, *, task_status: anyio.abc.TaskStatus[_Partit
         release = anyio.Event()
         task_status.started(_PartitionProducer(producer, release))
         await release.wait()
-    finally:
-        with anyio.CancelScope(shield=True), contextlib.suppress(KafkaError, OSError):
+    finally:  # no shield around it: close exits the producer's task group, entered above (by start)
+        with contextlib.suppress(KafkaError, OSError):
             await producer.close(flush=False)
 
 
