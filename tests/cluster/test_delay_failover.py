@@ -3,9 +3,10 @@ broker leads, and when the leader of a delay partition dies by SIGKILL while its
 service beside the new leader takes the partition over (fencing the old one's transactional id): every record is
 delivered exactly once, never before its due time.
 
-Speed-up: the brokers run with the short levels ``1s,4s`` (``delay.levels``), three partitions per level, and
-``replica.lag.time.max.ms`` = 3 s: an acks=all write (the forwards) waits until the dead broker leaves the ISR, after
-Kafka's default of 30 s otherwise.
+Speed-up: the brokers run with the short levels ``1s,4s`` (``delay.levels``), three partitions per level.
+The partition is taken over about a second after the kill, but the surviving services' next forward then waits
+~30 s for a surviving broker's answer, until that connection is lost (``IncompleteRead``, logged as
+``delay_service_restart``): most of this test's time, a broker-side stall left for the cluster work to explain.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ RECORDS = 300
 SPREAD_MS = (1500, 7000)
 KILL_AFTER_S = 3.0
 DEADLINE_S = 60.0
-#: Followers leave the ISR after this long without catching up (Kafka's default is 30 s).
-LAG_TIME_MS = 3000
 
 
 def now_ms() -> int:
@@ -44,7 +43,6 @@ def cluster() -> Iterator[Cluster]:
             "delay.levels": LEVELS,
             "delay.topic.num.partitions": PARTITIONS,
             "group.initial.rebalance.delay.ms": 0,
-            "replica.lag.time.max.ms": LAG_TIME_MS,
         },
     )
     try:
