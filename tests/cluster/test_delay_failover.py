@@ -4,9 +4,10 @@ service beside the new leader takes the partition over (fencing the old one's tr
 delivered exactly once, never before its due time.
 
 Speed-up: the brokers run with the short levels ``1s,4s`` (``delay.levels``), three partitions per level.
-The partition is taken over about a second after the kill, but the surviving services' next forward then waits
-~30 s for a surviving broker's answer, until that connection is lost (``IncompleteRead``, logged as
-``delay_service_restart``): most of this test's time, a broker-side stall left for the cluster work to explain.
+A service looks at its partitions between forwards. After the kill a surviving service's forward has been seen to
+wait ~30 s for a surviving broker's answer, until that connection is lost (``IncompleteRead``, logged as
+``delay_service_restart``), and only then to take the partition over (other runs: within a second of the kill):
+most of this test's time, a stall left for the cluster work to explain.
 """
 
 from __future__ import annotations
