@@ -492,13 +492,17 @@ class BrokerNode:
                     assert isinstance(self.producer_ids, ClusterProducerIds)
                     await nursery.start(self.producer_ids.run)
                 accepting.set()
-                if self.member is not None and self.config.get_bool("delay.service.enable"):
-                    # One service per broker would each forward every delay partition: on a cluster the service must
-                    # follow the delay partitions' leadership first (not built yet); run one `oncelog delay-service`.
-                    log.warning("delay_service_not_started", reason="a cluster member runs no embedded DelayService")
-                elif (
+                if (
                     self.config.get_bool("delay.service.enable")
-                    and (delay := embedded_service(self.config, self.listeners, self.bound_ports)) is not None
+                    and (
+                        delay := embedded_service(
+                            self.config,
+                            self.listeners,
+                            self.bound_ports,
+                            self.replicas if self.member is not None else None,
+                        )
+                    )
+                    is not None
                 ):
                     nursery.start_soon(delay.run)
                 log.info(

@@ -56,6 +56,8 @@ log = structlog.get_logger(__name__)
 #: Kafka's CreateTopics sentinel for "use the broker default" (KIP-464).
 USE_BROKER_DEFAULT = -1
 #: The property giving each internal topic's replication factor on a cluster (a single node has one replica).
+#: The delay topics (``broker/delay/topics.py``), internal too, are replicated like the offsets they commit to.
+DELAY_REPLICATION_FACTOR = "offsets.topic.replication.factor"
 INTERNAL_REPLICATION_FACTORS = {
     "__consumer_offsets": "offsets.topic.replication.factor",
     "__transaction_state": "transaction.state.log.replication.factor",
@@ -339,7 +341,7 @@ class TopicManager:
         await self._settled(name)
         topic = self._metadata.get(name)
         if topic is None and self.cluster is not None:
-            factor = self._config.get_int(INTERNAL_REPLICATION_FACTORS[name])
+            factor = self._config.get_int(INTERNAL_REPLICATION_FACTORS.get(name, DELAY_REPLICATION_FACTOR))
             outcome = await self._in_cluster(name, self.cluster.create(name, partitions, factor, configs))
             topic = self._metadata.get(name)
             if topic is None:

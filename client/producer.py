@@ -69,7 +69,7 @@ def make_record(
     """The record ``send`` queues (timestamp: now unless given); TypeError for a key, value or header value that is
     not bytes, str or None."""
     ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-    headers_b = [(k, _to_bytes(v)) for k, v in headers] if headers else []
+    headers_b = [(k, v if type(v) is bytes else _to_bytes(v)) for k, v in headers] if headers else []
     if key is not None and type(key) is not bytes:
         key = _to_bytes(key)
     if value is not None and type(value) is not bytes:

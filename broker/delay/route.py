@@ -22,11 +22,11 @@ from oncelog.client.delay import (
     ORIGINAL_TIMESTAMP_HEADER,
     PARTITION_HEADER,
     TARGET_HEADER,
+    TTL_HEADER,
     DelayLevel,
     choose_level,
     expired,
     header_int,
-    header_value,
 )
 from oncelog.client.types import ConsumerRecord
 
@@ -78,9 +78,29 @@ class Cancelled:
 Action = Wait | Deliver | Hop | DeadLetter | Cancelled
 
 
-def delay_id_of(record: ConsumerRecord) -> str | None:
-    raw = header_value(record.headers, DELAY_ID_HEADER)
-    return raw.decode(errors="replace") if raw is not None else None
+#: The headers ``route`` reads, found in one pass over a record's headers.
+_ROUTED_HEADERS = frozenset(
+    {DELIVER_AT_HEADER, PARTITION_HEADER, ORIGINAL_TIMESTAMP_HEADER, TARGET_HEADER, DELAY_ID_HEADER, TTL_HEADER}
+)
+
+
+def _routed_headers(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, bytes | None]:
+    """The last value of each header ``route`` reads (as ``header_value``), in one pass."""
+    found: dict[str, bytes | None] = {}
+    for key, value in headers:
+        if key in _ROUTED_HEADERS:
+            found[key] = value
+    return found
+
+
+def _as_int(found: dict[str, bytes | None], name: str) -> int | None:
+    """``header_int`` of a header ``_routed_headers`` found; plain digits (the usual case) skip its pattern."""
+    raw = found.get(name)
+    if raw is None:
+        return None
+    if raw.isdigit() and len(raw) <= 19:  # bytes.isdigit: ASCII digits only
+        return int(raw)
+    return header_int(((name, raw),), name)
 
 
 def route(
@@ -91,12 +111,12 @@ def route(
     cancelled: Container[str] = (),
 ) -> Action:
     """The action for ``record`` of ``level`` at ``now_ms`` (see the module docstring)."""
-    headers = record.headers
+    found = _routed_headers(record.headers)
     try:
-        deliver_at = header_int(headers, DELIVER_AT_HEADER)
-        partition = header_int(headers, PARTITION_HEADER)
-        original = header_int(headers, ORIGINAL_TIMESTAMP_HEADER)
-        raw_target = header_value(headers, TARGET_HEADER)
+        deliver_at = _as_int(found, DELIVER_AT_HEADER)
+        partition = _as_int(found, PARTITION_HEADER)
+        original = _as_int(found, ORIGINAL_TIMESTAMP_HEADER)
+        raw_target = found.get(TARGET_HEADER)
         target = raw_target.decode() if raw_target is not None else None
     except (ValueError, UnicodeDecodeError) as exc:
         return DeadLetter(REASON_INVALID, str(exc), record.timestamp)
@@ -109,10 +129,10 @@ def route(
     act_at = min(record.timestamp + level.ms, deliver_at)
     if now_ms < act_at:
         return Wait(act_at)
-    delay_id = delay_id_of(record)
-    if delay_id is not None and delay_id in cancelled:
+    raw_id = found.get(DELAY_ID_HEADER)
+    if raw_id is not None and (delay_id := raw_id.decode(errors="replace")) in cancelled:
         return Cancelled(delay_id)
-    if expired(timestamp, headers, now_ms):
+    if TTL_HEADER in found and expired(timestamp, ((TTL_HEADER, found[TTL_HEADER]),), now_ms):
         return DeadLetter(REASON_TTL, f"{record.topic}: the record's oncelog-ttl-ms ran out while delayed", timestamp)
     if now_ms >= deliver_at:
         return Deliver(target, partition, deliver_at, timestamp)

@@ -2,10 +2,16 @@
 lower level), each batch of forwards one transaction with the consumed offsets.
 
 Guarantees:
-- exactly once across crashes: a record's forward (delivery, move to another level, dead-lettering, or the
-  cancellation's clean-up) commits in the same transaction as its level partition's consumed offset, with a
-  read_committed consumer, so after a crash the service resumes at the committed offsets and nothing is forwarded
-  twice or lost;
+- exactly once across crashes and changes of owner: a record's forward (delivery, move to another level,
+  dead-lettering, or the cancellation's clean-up) commits in the same transaction as its level partition's consumed
+  offset, with a read_committed consumer, so after a crash the service resumes at the committed offsets and nothing
+  is forwarded twice or lost. Each level partition has its own producer, transactional id
+  ``<transactional_id>-<topic>-<partition>`` (as Kafka Streams has one per task): whoever takes a partition over
+  (the service beside its new leader, or a restarted twin) initialises that id before reading the committed offset,
+  which fences the previous owner's producer and aborts its open transaction;
+- it serves only the level partitions ``owns`` accepts (all without it; inside a cluster member, those its broker
+  leads), looked at every ``DISCOVERY_INTERVAL_S`` and at once after ``reassign_soon``: a partition it stops owning
+  is dropped with its buffer and producer;
 - never before due, and (for a record whose level was chosen by ``choose_level``) within the smallest level's
   duration after due plus the time of one forward, because one partition's records are acted on in append order
   (``route``) and only a wait shorter than the smallest level can hold a partition's later records;
@@ -22,13 +28,15 @@ committed offsets after ``RESTART_BACKOFF_S`` (so a broker restart under a separ
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.abc
 import structlog
 from oncelog.broker.delay.buffer import DELAY_MAX_BUFFERED_RECORDS, PartitionBuffer
 from oncelog.broker.delay.route import REASON_NO_TARGET, Action, Cancelled, DeadLetter, Deliver, Hop, route
@@ -102,6 +110,7 @@ class DelayService:
         max_buffered_records: int = DELAY_MAX_BUFFERED_RECORDS,
         dead_letter_topic: str | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        owns: Callable[[TopicPartition], bool] | None = None,
         **security: Any,
     ) -> None:
         if not levels:
@@ -113,6 +122,8 @@ class DelayService:
         self.max_buffered_records = max_buffered_records
         self.dead_letter_topic = dead_letter_topic or None
         self._clock_ms = clock_ms
+        self._owns = owns
+        self._rediscover_now = False
         self._security = security
         self._by_topic = {level.topic: level for level in self.levels}
         self.stats = DelayStats(levels={level.name: LevelStats() for level in self.levels})
@@ -121,24 +132,39 @@ class DelayService:
         #: Set once the first round is consuming (tests wait for it).
         self.ready = anyio.Event()
 
+    def reassign_soon(self) -> None:
+        """Look at which partitions are owned now rather than at the next discovery (a leadership change)."""
+        self._rediscover_now = True
+
+    def level_of(self, tp: TopicPartition) -> DelayLevel | None:
+        """The level ``tp`` belongs to, None when it is no level partition of this service."""
+        return self._by_topic.get(tp.topic)
+
+    def partition_transactional_id(self, tp: TopicPartition) -> str:
+        """The transactional id of the producer forwarding ``tp``'s records: the same for every owner of it."""
+        return f"{self.transactional_id}-{tp.topic}-{tp.partition}"
+
     async def run(self) -> None:
         """Forward until cancelled, restarting a failed round from the committed offsets. No error but cancellation
         leaves: inside a broker, a failing service must not stop the broker."""
         while True:
             try:
                 await self._round()
-            except (KafkaError, OSError) as exc:
+            except Exception as exc:
                 self.stats.restarts += 1
-                log.warning("delay_service_restart", error=f"{type(exc).__name__}: {exc}")
-            except Exception:
-                self.stats.restarts += 1
-                log.exception("delay_service_failed")
+                if _routine(exc):  # a broker away, a fenced producer: the next round resumes
+                    log.warning("delay_service_restart", error="; ".join(_leaves(exc)))
+                else:
+                    log.exception("delay_service_failed")
             await anyio.sleep(RESTART_BACKOFF_S)
 
     async def _round(self) -> None:
         async with Admin(self.bootstrap_servers, client_id="oncelog-delay-service", **self._security) as admin:
             topics = await self._wait_for_delay_topics(admin)
+            producers: dict[TopicPartition, _PartitionProducer] = {}
+            # Each partition's producer lives in a task of its own, so they start and stop in any order.
             async with (
+                anyio.create_task_group() as holders,
                 Consumer(
                     self.bootstrap_servers,
                     group_id=self.group_id,
@@ -148,48 +174,45 @@ class DelayService:
                     skip_expired=False,
                     **self._security,
                 ) as consumer,
-                Producer(
-                    self.bootstrap_servers,
-                    transactional_id=self.transactional_id,
-                    client_id="oncelog-delay-service",
-                    linger_ms=0,
-                    **self._security,
-                ) as producer,
             ):
-                await producer.init_transactions()
-                self.cancelled.clear()
-                buffers: dict[TopicPartition, PartitionBuffer] = {}
-                cancel_tps: list[TopicPartition] = []
-                await self._assign(consumer, topics, buffers, cancel_tps)
-                self.ready.set()
+                await self._serve(admin, consumer, _Producers(holders, producers), topics)
+
+    async def _serve(self, admin: Admin, consumer: Consumer, producers: _Producers, topics: dict[str, int]) -> None:
+        self.cancelled.clear()
+        buffers: dict[TopicPartition, PartitionBuffer] = {}
+        cancel_tps: list[TopicPartition] = []
+        await self._assign(consumer, producers, topics, buffers, cancel_tps)
+        self.ready.set()
+        rediscover_at = time.monotonic() + DISCOVERY_INTERVAL_S
+        wait_ms = 0
+        while True:
+            if self._rediscover_now or time.monotonic() >= rediscover_at:
+                self._rediscover_now = False
+                await self._assign(consumer, producers, await admin.list_topics(), buffers, cancel_tps)
                 rediscover_at = time.monotonic() + DISCOVERY_INTERVAL_S
+            active = [tp for tp, buffer in buffers.items() if not buffer.full] + cancel_tps
+            got: dict[TopicPartition, list[ConsumerRecord]] = {}
+            if active:
+                got = await consumer.getmany(*active, timeout_ms=wait_ms, max_records=MAX_RECORDS_PER_TRANSACTION)
+            else:  # every partition paused (getmany() without partitions would fetch them all)
+                await anyio.sleep(wait_ms / 1000)
+            for tp, records in got.items():
+                if tp.topic == CANCEL_TOPIC:
+                    self._read_cancellations(records)
+                elif tp in buffers and (refetch := buffers[tp].extend(records)) is not None:
+                    consumer.seek(tp, refetch)  # past the bound: handed back, fetched again later
+            batch, next_due = self._take_due(buffers)
+            if batch:
+                # One transaction per partition (its own producer), run side by side: their round trips overlap.
+                async with anyio.create_task_group() as forwards:
+                    for tp, records in batch.items():
+                        forwards.start_soon(self._forward, producers.get(tp), consumer, records)
                 wait_ms = 0
-                while True:
-                    if time.monotonic() >= rediscover_at:
-                        await self._assign(consumer, await admin.list_topics(), buffers, cancel_tps)
-                        rediscover_at = time.monotonic() + DISCOVERY_INTERVAL_S
-                    active = [tp for tp, buffer in buffers.items() if not buffer.full] + cancel_tps
-                    got: dict[TopicPartition, list[ConsumerRecord]] = {}
-                    if active:
-                        got = await consumer.getmany(
-                            *active, timeout_ms=wait_ms, max_records=MAX_RECORDS_PER_TRANSACTION
-                        )
-                    else:  # every partition paused (getmany() without partitions would fetch them all)
-                        await anyio.sleep(wait_ms / 1000)
-                    for tp, records in got.items():
-                        if tp.topic == CANCEL_TOPIC:
-                            self._read_cancellations(records)
-                        elif (refetch := buffers[tp].extend(records)) is not None:
-                            consumer.seek(tp, refetch)  # past the bound: handed back, fetched again later
-                    batch, next_due = self._take_due(buffers)
-                    if batch:
-                        await self._forward(producer, consumer, batch)
-                        wait_ms = 0
-                    else:
-                        until = IDLE_WAIT_MS if next_due is None else next_due - self._clock_ms()
-                        wait_ms = max(0, min(until, IDLE_WAIT_MS))
-                    for tp, buffer in buffers.items():
-                        self.stats.levels[self._by_topic[tp.topic].name].buffered = len(buffer)
+            else:
+                until = IDLE_WAIT_MS if next_due is None else next_due - self._clock_ms()
+                wait_ms = max(0, min(until, IDLE_WAIT_MS))
+            for tp, buffer in buffers.items():
+                self.stats.levels[self._by_topic[tp.topic].name].buffered = len(buffer)
 
     async def _wait_for_delay_topics(self, admin: Admin) -> dict[str, int]:
         """The topics once a delay level topic exists. Until a producer first uses one, the service takes no
@@ -203,32 +226,55 @@ class DelayService:
     async def _assign(
         self,
         consumer: Consumer,
+        producers: _Producers,
         topics: dict[str, int],
         buffers: dict[TopicPartition, PartitionBuffer],
         cancel_tps: list[TopicPartition],
     ) -> None:
-        """Consume every partition of the delay topics in ``topics`` (those found since the last call join; the
-        others keep their positions and buffers). A new cancel partition is read to its end first."""
+        """Consume every owned partition of the delay topics in ``topics`` and every cancel partition: those found
+        (or owned) since the last call join, each level partition once its producer has fenced the previous owner;
+        those no longer owned leave with their buffer and producer; the others keep their positions and buffers.
+        A new cancel partition is read to its end first."""
         new_cancel = [
             TopicPartition(CANCEL_TOPIC, p)
             for p in range(topics.get(CANCEL_TOPIC, 0))
             if TopicPartition(CANCEL_TOPIC, p) not in cancel_tps
         ]
-        new_levels = [
+        owned = [
             TopicPartition(topic, p)
             for topic in self._by_topic
             for p in range(topics.get(topic, 0))
-            if TopicPartition(topic, p) not in buffers
+            if self._owns is None or self._owns(TopicPartition(topic, p))
         ]
-        if not new_cancel and not new_levels:
+        gone = [tp for tp in buffers if tp not in owned]
+        new_levels = [tp for tp in owned if tp not in buffers]
+        if not new_cancel and not new_levels and not gone:
             return
+        for tp in gone:
+            del buffers[tp]
+            self.stats.levels[self._by_topic[tp.topic].name].buffered = 0
+            producers.release(tp)
+            log.info("delay_partition_released", topic=tp.topic, partition=tp.partition)
         for tp in new_levels:
+            # Initialising the partition's id fences its previous owner before the committed offset is read.
+            await producers.open(tp, self._new_producer(tp))
             buffers[tp] = PartitionBuffer(tp, self.max_buffered_records)
+            if self._owns is not None:
+                log.info("delay_partition_taken", topic=tp.topic, partition=tp.partition)
         cancel_tps.extend(new_cancel)
         consumer.assign([*buffers, *cancel_tps])
         if new_cancel:
             await consumer.seek_to_beginning(*new_cancel)
             await self._catch_up_cancellations(consumer, new_cancel)
+
+    def _new_producer(self, tp: TopicPartition) -> Producer:
+        return Producer(
+            self.bootstrap_servers,
+            transactional_id=self.partition_transactional_id(tp),
+            client_id="oncelog-delay-service",
+            linger_ms=0,
+            **self._security,
+        )
 
     async def _catch_up_cancellations(self, consumer: Consumer, cancel_tps: list[TopicPartition]) -> None:
         """Read the cancel topic up to its end as of now, so no record due now is forwarded past its cancellation."""
@@ -249,18 +295,22 @@ class DelayService:
 
     def _take_due(
         self, buffers: dict[TopicPartition, PartitionBuffer]
-    ) -> tuple[list[tuple[ConsumerRecord, Action]], int | None]:
-        """The due head records of every partition (up to a transaction's worth) and the earliest next due time."""
+    ) -> tuple[dict[TopicPartition, list[tuple[ConsumerRecord, Action]]], int | None]:
+        """The due head records of every partition (up to a transaction's worth in all) and the earliest next due
+        time."""
         now = self._clock_ms()
-        batch: list[tuple[ConsumerRecord, Action]] = []
+        batch: dict[TopicPartition, list[tuple[ConsumerRecord, Action]]] = {}
+        taken_count = 0
         next_due: int | None = None
         for tp, buffer in buffers.items():
             level = self._by_topic[tp.topic]
-            room = MAX_RECORDS_PER_TRANSACTION - len(batch)
+            room = MAX_RECORDS_PER_TRANSACTION - taken_count
             if room <= 0:
                 return batch, now
             taken, due = buffer.take_due(lambda r, lv=level: route(r, lv, self.levels, now, self.cancelled), room)
-            batch.extend(taken)
+            if taken:
+                batch[tp] = taken
+                taken_count += len(taken)
             if due is not None and (next_due is None or due < next_due):
                 next_due = due
         return batch, next_due
@@ -268,31 +318,30 @@ class DelayService:
     async def _forward(
         self, producer: Producer, consumer: Consumer, batch: list[tuple[ConsumerRecord, Action]]
     ) -> None:
-        """One transaction: every action of ``batch`` and the offsets after its records."""
+        """One transaction of ``producer`` (the partition's): every action of ``batch`` and the offsets after its
+        records."""
         now = self._clock_ms()
         delivered: list[int] = []
-        counts: list[tuple[str, str]] = []
+        counts: Counter[str] = Counter()
+        first = batch[0][0]
+        tp = TopicPartition(first.topic, first.partition)
         async with transaction(producer):
-            offsets: dict[TopicPartition, int] = {}
-            lateness: dict[TopicPartition, int] = {}
             for record, action in batch:
-                tp = TopicPartition(record.topic, record.partition)
                 kind = await self._apply(producer, record, action, now)
-                counts.append((record.topic, kind))
-                if isinstance(action, Deliver) and kind == "delivered":
+                counts[kind] += 1
+                if kind == "delivered" and isinstance(action, Deliver):
                     delivered.append(now - action.deliver_at_ms)
-                    lateness[tp] = max(lateness.get(tp, 0), now - action.deliver_at_ms)
-                offsets[tp] = record.offset + 1
             # The committed offsets' metadata tells ``oncelog delay stats`` when and how late the last forwards were.
-            committed = {
-                tp: OffsetAndMetadata(offset, commit_metadata(now, lateness.get(tp))) for tp, offset in offsets.items()
-            }
-            await producer.send_offsets_to_transaction(committed, consumer.group_metadata())
+            offset = batch[-1][0].offset + 1
+            metadata = commit_metadata(now, max(delivered) if delivered else None)
+            await producer.send_offsets_to_transaction(
+                {tp: OffsetAndMetadata(offset, metadata)}, consumer.group_metadata()
+            )
         self.stats.transactions += 1
         self.stats.lateness_ms.extend(delivered)
-        for topic, kind in counts:
-            level_stats = self.stats.levels[self._by_topic[topic].name]
-            setattr(level_stats, kind, getattr(level_stats, kind) + 1)
+        level_stats = self.stats.levels[self._by_topic[tp.topic].name]
+        for kind, n in counts.items():
+            setattr(level_stats, kind, getattr(level_stats, kind) + n)
 
     async def _apply(self, producer: Producer, record: ConsumerRecord, action: Action, now: int) -> str:
         """Queue ``action``'s records in the open transaction; returns the LevelStats counter it counts under."""
@@ -338,6 +387,60 @@ class DelayService:
                 self.dead_letter_topic, record.value, record.key, headers=headers, timestamp_ms=action.timestamp_ms
             )
         return "dead_lettered"
+
+
+def _routine(exc: BaseException) -> bool:
+    """A Kafka or connection error (or a group of them only, from side-by-side forwards)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_routine(inner) for inner in exc.exceptions)
+    return isinstance(exc, KafkaError | OSError)
+
+
+def _leaves(exc: BaseException) -> list[str]:
+    """``Type: message`` of ``exc``, or of each exception inside it when it is a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [text for inner in exc.exceptions for text in _leaves(inner)]
+    return [f"{type(exc).__name__}: {exc}"]
+
+
+class _Producers:
+    """The level partitions' transactional producers, each started, initialised and closed in a task of its own."""
+
+    def __init__(self, holders: anyio.abc.TaskGroup, held: dict[TopicPartition, _PartitionProducer]) -> None:
+        self._holders = holders
+        self._held = held
+
+    def get(self, tp: TopicPartition) -> Producer:
+        return self._held[tp].producer
+
+    async def open(self, tp: TopicPartition, producer: Producer) -> None:
+        """Start ``producer`` and initialise its transactions (raises what they raise)."""
+        self._held[tp] = await self._holders.start(_hold, producer)
+
+    def release(self, tp: TopicPartition) -> None:
+        """Close ``tp``'s producer (in the background)."""
+        if (held := self._held.pop(tp, None)) is not None:
+            held.release.set()
+
+
+@dataclass
+class _PartitionProducer:
+    producer: Producer
+    release: anyio.Event
+
+
+async def _hold(producer: Producer, *, task_status: anyio.abc.TaskStatus[_PartitionProducer]) -> None:
+    """Run ``producer`` until released or cancelled. Closed without flushing: between transactions nothing is queued,
+    and an open transaction of a deposed owner is aborted when the next owner initialises the id (or times out)."""
+    await producer.start()
+    try:
+        await producer.init_transactions()
+        release = anyio.Event()
+        task_status.started(_PartitionProducer(producer, release))
+        await release.wait()
+    finally:  # no shield around it: close exits the producer's task group, entered above (by start)
+        with contextlib.suppress(KafkaError, OSError):
+            await producer.close(flush=False)
 
 
 _NO_TARGET_CODES = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION})

@@ -286,6 +286,32 @@ async def test_the_service_holds_at_most_max_buffered_records_per_partition(tmp_
         broker.close()
 
 
+async def test_two_services_claiming_the_same_partitions_fence_each_other(tmp_path) -> None:
+    """Two DelayServices in this process (the broker's own is off) that both believe they own every delay partition,
+    as a deposed leader's service may until it learns: each partition's transactional id is the same for both, so
+    each one's initialisation fences the other's producer, and every record is still delivered exactly once."""
+    broker = BrokerProcess(tmp_path / "data", settings={**SETTINGS, "delay.service.enable": "false"})
+    count = 300
+    try:
+        broker.start()
+        services = [DelayService(broker.bootstrap, parse_levels(LEVELS), transactional_id="twin") for _ in range(2)]
+        async with trio.open_nursery() as nursery:
+            async with Producer(broker.bootstrap, delay_levels=LEVELS) as producer:
+                for i in range(count):
+                    await producer.send("twins", b"%d" % i, b"%d" % i, delay_ms=1000 + 20 * i)
+                await producer.flush()
+            for service in services:
+                nursery.start_soon(service.run)
+            got = await collect(broker.bootstrap, "twins", count, deadline_s=60, settle_s=2.0)
+            nursery.cancel_scope.cancel()
+        seen = Counter(record.value for record, _ in got)
+        assert {value: n for value, n in seen.items() if n > 1} == {}
+        assert len(seen) == count
+        assert sum(service.stats.restarts for service in services) > 0  # they did fence each other
+    finally:
+        broker.close()
+
+
 def cli(*argv: str) -> str:
     out = io.StringIO()
     args = build_parser().parse_args(list(argv))
