@@ -25,6 +25,8 @@ import anyio
 import anyio.lowlevel
 import pyarrow as pa
 from oncelog.client import Consumer, KafkaError, OffsetAndMetadata, Producer, TopicPartition, TxnState
+from oncelog.client.future import Future
+from oncelog.client.types import RecordMetadata
 from oncelog.pipeline.options import SinkOptions
 from oncelog.pipeline.rows import batch_to_sends
 
@@ -52,15 +54,18 @@ async def send_rows(
 ) -> None:
     """Queue every (topic, key, value, partition, headers) row, as ``producer.send`` would, in bulk: each row is
     checked and queued in one step (``prepare_send`` then ``append_checked``, nothing awaited between them, as
-    ``send`` itself does) without a coroutine per row; the event loop gets a turn every :data:`SEND_CHUNK` rows so the
-    sender ships full batches meanwhile. A topic whose metadata is not cached goes through ``send`` (it fetches)."""
+    ``send`` itself does) without a coroutine per row, and one future stands for all rows (the transaction's state,
+    checked after ``flush``, says whether every send succeeded). The event loop gets a turn every
+    :data:`SEND_CHUNK` rows so the sender ships full batches meanwhile. A topic whose metadata is not cached goes
+    through ``send`` (it fetches)."""
     prepare, append = producer.prepare_send, producer.append_checked
+    shared: Future[RecordMetadata] = Future()  # no per-row result is read: a failed send fails the transaction
     for i, (topic, key, value, partition, headers) in enumerate(rows, 1):
         record, count, size = prepare(topic, value, key, partition, headers, None)
         if count is None:
             await producer.send(topic, value, key, partition=partition, headers=headers)
         else:
-            append(topic, record, partition, count, size)
+            append(topic, record, partition, count, size, shared)
         if i % SEND_CHUNK == 0:
             await anyio.lowlevel.checkpoint()
 
