@@ -42,6 +42,8 @@ GOALS: dict[str, tuple[str, float]] = {
     "C5_txn_rf3_vs_rf1": (">=", 0.7),  # issue 25
     "P10_delay_forward_rec_s": (">=", 50000.0),  # issue 26
     "P10_delay_lateness_p99_ms": ("<=", 1000.0),  # issue 26: at 10,000 delayed records/s
+    "S1_spark_batch_read_rec_s": (">=", 300000.0),  # issue 27
+    "S1_spark_copy_rec_s": (">=", 100000.0),  # issue 27: exactly-once streaming copy
 }
 
 

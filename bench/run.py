@@ -1,6 +1,7 @@
 """oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster", and
 C1-C5 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown,
-transaction coordinator failover, transactional replication factor 3 vs 1), and P10, delayed delivery (issue 26).
+transaction coordinator failover, transactional replication factor 3 vs 1), P10, delayed delivery (issue 26), and
+S1, the Spark pipeline (issue 27, ``bench/spark_bench.py``: batch read and exactly-once copy in local[2]).
 Apache Kafka itself (issue 30: ``tests/support/kafka_peer.py``, a single-node KRaft broker from the jars
 ``java/pom.xml`` pins, fetched with Maven when missing) runs beside the mock in P1, P2, P3, P5 and P6 with the same
 client in the same run and the same durability as the oncelog figure it is compared with (fsync per append:
@@ -48,6 +49,7 @@ from bench import (  # noqa: E402
     produce_bench,
     restart_bench,
     runtime,
+    spark_bench,
     txn_bench,
 )
 from bench.report import Line, fmt, table, to_json  # noqa: E402
@@ -56,7 +58,7 @@ from tests.support.broker import BrokerProcess  # noqa: E402
 from tests.support.kafka_peer import KafkaPeer  # noqa: E402
 from tests.support.mock_cluster import MockCluster  # noqa: E402
 
-BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3", "C4", "C5")
+BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3", "C4", "C5", "S1")
 MIB = 1 << 20
 
 
@@ -84,6 +86,7 @@ class Sizes:
     p10_records: int = 200_000  # P10: records forwarded at once
     p10_rate: int = 10_000  # P10: delayed records per second offered for the lateness figure
     p10_seconds: float = 10.0
+    s1_records: int = 500_000  # S1: records of 100 B read and copied through Spark (local[2])
 
 
 FULL = Sizes(1_000_000, 2048 * MIB, 2_000_000, 500, 8, 5.0, 10_000, 20.0, 1_000_000, 1024 * MIB, 10_000, 1_000_000, 3)
@@ -104,6 +107,7 @@ QUICK = Sizes(
     c1_records=50_000,
     cluster_trials=3,
     c5_records=20_000,
+    s1_records=200_000,
 )
 
 
@@ -826,6 +830,31 @@ def bench_c5(r: Run) -> None:
     )
 
 
+def bench_s1(r: Run) -> None:
+    """The Spark pipeline (issue 27): batch read and exactly-once streaming copy in local[2]; beside each, the
+    Python half alone in records per CPU second (no peer runs Spark in the same run)."""
+    res = spark_bench.measure(r.sizes.s1_records, 2)
+    r.details["S1"] = asdict(res)
+    r.add(
+        Line(
+            "S1",
+            "Spark batch read rec/s (local[2])",
+            res.read_rec_s,
+            ",.0f",
+            f"read_range alone {res.read_range_cpu_rec_s:,.0f} rec/s of CPU; {res.records:,} records",
+            "S1_spark_batch_read_rec_s",
+        ),
+        Line(
+            "S1",
+            "Spark exactly-once streaming copy rec/s",
+            res.copy_rec_s,
+            ",.0f",
+            f"write_task alone {res.write_task_cpu_rec_s:,.0f} rec/s of CPU",
+            "S1_spark_copy_rec_s",
+        ),
+    )
+
+
 # ---- the driver -----------------------------------------------------------------------------------------------
 
 
@@ -847,7 +876,7 @@ def machine_description() -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="oncelog benchmark suite (P1-P7, P9, P10)")
     parser.add_argument("--quick", action="store_true", help="scaled-down run, about 4 minutes")
-    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C5")
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C5, S1")
     parser.add_argument("--records", type=int, help="record count of P1, P3, P6 and P9")
     parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
@@ -906,11 +935,12 @@ def main(argv: list[str] | None = None) -> int:
         ("C3", bench_c3),
         ("C4", bench_c4),
         ("C5", bench_c5),
+        ("S1", bench_s1),
     ):
         if name in args.only:
             steps.append((name, lambda fn=fn: fn(run)))
     if "P7" in args.only:
-        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3", "C4", "C5"))
+        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3", "C4", "C5", "S1"))
         steps.insert(len(steps) - after_p7, ("P7", lambda: bench_p7(run, args.quick)))
     io_stalls: dict[str, float] = {}
     try:

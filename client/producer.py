@@ -294,10 +294,18 @@ class Producer:
         return self.append_checked(topic, record, partition, count, record_size(record))
 
     def append_checked(
-        self, topic: str, record: SimpleRecord, partition: int | None, count: int, size: int
+        self,
+        topic: str,
+        record: SimpleRecord,
+        partition: int | None,
+        count: int,
+        size: int,
+        fut: Future[RecordMetadata] | None = None,
     ) -> Future[RecordMetadata]:
         """:meth:`append_record` for a record of ``size`` estimated bytes, once :meth:`check_sendable` passed in the
-        same step of the event loop (nothing awaited in between; the sync facade checks once per chunk of records)."""
+        same step of the event loop (nothing awaited in between; the sync facade checks once per chunk of records).
+        ``fut`` may be one future shared by many records of a caller that reads no per-record result (it is
+        settled by the first of their batches to finish; a failed send also fails an open transaction)."""
         if partition is None:
             partition = self._partitioner(topic, record.key, count)
         else:
@@ -306,7 +314,8 @@ class Producer:
         txn = self._txn
         if txn is not None and txn.transactional_id is not None:
             txn.maybe_add_partition(tp)
-        fut: Future[RecordMetadata] = Future()
+        if fut is None:
+            fut = Future()
         new, full = self._acc.append(tp, record, fut, time.monotonic(), size)
         if full and record.key is None and isinstance(self._partitioner, DefaultPartitioner):
             self._partitioner.next_batch(topic, count, partition)

@@ -19,15 +19,20 @@ import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pyarrow as pa
 from oncelog.client import Consumer, KafkaError, OffsetAndMetadata, Producer, TopicPartition, TxnState
+from oncelog.client.future import Future
+from oncelog.client.types import RecordMetadata
 from oncelog.pipeline.options import SinkOptions
 from oncelog.pipeline.rows import batch_to_sends
 
 WRITE_LINGER_MS = 20  # linger.ms for task producers (Kafka default 5): fuller batches at high rates
 WRITE_BATCH_SIZE = 512 * 1024  # batch.size for task producers (Kafka default 16384)
+SEND_CHUNK = 2000  # rows queued between two turns of the event loop
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,27 @@ class TaskCommit:
     batch_id: int
     rows: int
     skipped: bool = False
+
+
+async def send_rows(
+    producer: Producer, rows: Iterable[tuple[str, bytes | None, bytes | None, int | None, Any]]
+) -> None:
+    """Queue every (topic, key, value, partition, headers) row, as ``producer.send`` would, in bulk: each row is
+    checked and queued in one step (``prepare_send`` then ``append_checked``, nothing awaited between them, as
+    ``send`` itself does) without a coroutine per row, and one future stands for all rows (the transaction's state,
+    checked after ``flush``, says whether every send succeeded). The event loop gets a turn every
+    :data:`SEND_CHUNK` rows so the sender ships full batches meanwhile. A topic whose metadata is not cached goes
+    through ``send`` (it fetches)."""
+    prepare, append = producer.prepare_send, producer.append_checked
+    shared: Future[RecordMetadata] = Future()  # no per-row result is read: a failed send fails the transaction
+    for i, (topic, key, value, partition, headers) in enumerate(rows, 1):
+        record, count, size = prepare(topic, value, key, partition, headers, None)
+        if count is None:
+            await producer.send(topic, value, key, partition=partition, headers=headers)
+        else:
+            append(topic, record, partition, count, size, shared)
+        if i % SEND_CHUNK == 0:
+            await anyio.lowlevel.checkpoint()
 
 
 def marker_tp(sink: SinkOptions) -> TopicPartition:
@@ -77,8 +103,7 @@ async def _write(sink: SinkOptions, partition_id: int, batch_id: int, batches: I
             it = iter(batches)
             # Spark produces the input while the event loop keeps sending: pull each batch in a worker thread.
             while (batch := await anyio.to_thread.run_sync(next, it, None)) is not None:
-                for topic, key, value, partition, headers in batch_to_sends(batch, sink.topic):
-                    await producer.send(topic, value, key, partition=partition, headers=headers)
+                await send_rows(producer, batch_to_sends(batch, sink.topic))
                 rows += batch.num_rows
             if rows == 0:  # nothing to write: no transaction, no marker (an empty batch needs no replay guard)
                 await producer.abort_transaction()
