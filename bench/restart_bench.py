@@ -6,6 +6,11 @@ evenly among ~1 MB batches without a producer id until the partition holds ``log
 than log.flush.offset.checkpoint.interval.ms (60 s), so no recovery point was saved: recovery revalidates the
 whole log and rebuilds every producer's state, the worst case. Then SIGKILL, and a restart with oncelog's default
 settings. "Serving" = the port accepts and ListOffsets(latest) returns the pre-kill log end offset.
+
+``run_kafka`` does the same against Apache Kafka (``tests/support/kafka_peer.py``): filled in page-cache mode (Kafka's
+default), SIGKILLed, restarted on the same log dir with ``log.flush.interval.messages=1`` (as oncelog restarts with
+fsync before ack). The fill also ends before Kafka's first recovery-point checkpoint
+(log.flush.offset.checkpoint.interval.ms, 60 s), so Kafka too recovers the whole log after the kill.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ from bench import wire_pump
 from bench.log_write_bench import PAGECACHE_SETTINGS, make_batch, now_ms
 from bench.txn_bench import create_topic
 from tests.support.broker import BrokerProcess
+from tests.support.kafka_peer import HOST, KafkaPeer
+from tests.support.ports import can_connect
 from tests.support.wire import Record, WireClient, encode_batch
 
 TOPIC = "bench-p7"
 POLL_S = 0.01
+SERVE_DEADLINE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -96,14 +104,38 @@ def run(log_bytes: int, producers: int) -> RestartResult:
         t0 = time.perf_counter()
         broker.start()
         listen_s = time.perf_counter() - t0
-        while True:
-            try:
-                if _log_end(broker.bootstrap) == end:
-                    break
-            except (OSError, RuntimeError):
-                pass
-            if time.perf_counter() - t0 > 300:
-                raise RuntimeError("broker did not serve the pre-kill log end offset within 300 s")
+        serve_s = _wait_serving(broker.bootstrap, end, t0)
+    return RestartResult(log_bytes, producers, fill_s, end, listen_s, serve_s)
+
+
+def _wait_serving(bootstrap: str, end: int, t0: float) -> float:
+    """Poll ListOffsets(latest) until it returns ``end``; seconds since ``t0``."""
+    while True:
+        try:
+            if _log_end(bootstrap) == end:
+                return time.perf_counter() - t0
+        except (OSError, RuntimeError, AssertionError):
+            pass
+        if time.perf_counter() - t0 > SERVE_DEADLINE_S:
+            raise RuntimeError(f"broker did not serve the pre-kill log end offset within {SERVE_DEADLINE_S:.0f} s")
+        time.sleep(POLL_S)
+
+
+def run_kafka(log_bytes: int, producers: int) -> RestartResult:
+    """``run`` against Apache Kafka: the same fill, SIGKILL of its JVM, a restart on the same log dir."""
+    with KafkaPeer(fsync=False) as kafka:
+        create_topic(kafka.bootstrap, TOPIC, 1)
+        t0 = time.perf_counter()
+        _fill(kafka.bootstrap, log_bytes, producers)
+        fill_s = time.perf_counter() - t0
+        end = _log_end(kafka.bootstrap)
+        kafka.kill()
+        t0 = time.perf_counter()
+        kafka.restart(fsync=True)
+        while not can_connect(HOST, kafka.port):
+            if time.perf_counter() - t0 > SERVE_DEADLINE_S:
+                raise RuntimeError(f"Kafka did not listen within {SERVE_DEADLINE_S:.0f} s:\n{kafka.log_tail()}")
             time.sleep(POLL_S)
-        serve_s = time.perf_counter() - t0
+        listen_s = time.perf_counter() - t0
+        serve_s = _wait_serving(kafka.bootstrap, end, t0)
     return RestartResult(log_bytes, producers, fill_s, end, listen_s, serve_s)
