@@ -34,6 +34,8 @@ from tests.support.wire import Record, WireClient, encode_batch
 TOPIC = "bench-p7"
 POLL_S = 0.01
 SERVE_DEADLINE_S = 300.0
+COORDINATOR_LOAD_IN_PROGRESS = 14  # Kafka's error code: retriable
+INIT_RETRY_S = 30.0  # how long InitProducerId is retried while the broker answers COORDINATOR_LOAD_IN_PROGRESS
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,12 @@ def _small_body(pid: int, epoch: int) -> tuple[bytes, int]:
 def _fill(bootstrap: str, log_bytes: int, producers: int) -> None:
     with WireClient(bootstrap) as wc:
         pids = []
-        for _ in range(producers):
+        deadline = time.monotonic() + INIT_RETRY_S
+        while len(pids) < producers:
             error, pid, epoch = wc.init_producer_id()
+            if error == COORDINATOR_LOAD_IN_PROGRESS and time.monotonic() < deadline:
+                time.sleep(POLL_S)  # Kafka: no producer id block from the controller yet (retriable)
+                continue
             if error:
                 raise RuntimeError(f"InitProducerId failed with error {error}")
             pids.append((pid, epoch))
