@@ -9,8 +9,8 @@ settings. "Serving" = the port accepts and ListOffsets(latest) returns the pre-k
 
 ``run_kafka`` does the same against Apache Kafka (``tests/support/kafka_peer.py``): filled in page-cache mode (Kafka's
 default), SIGKILLed, restarted on the same log dir with ``log.flush.interval.messages=1`` (as oncelog restarts with
-fsync before ack). The fill also ends before Kafka's first recovery-point checkpoint
-(log.flush.offset.checkpoint.interval.ms, 60 s), so Kafka too recovers the whole log after the kill.
+fsync before ack). In page-cache mode Kafka flushes a segment only once it rolls (log.segment.bytes, 1 GiB), so
+its recovery point stays at or near 0 and it too recovers the whole log after the kill.
 """
 
 from __future__ import annotations
