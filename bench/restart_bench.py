@@ -97,14 +97,18 @@ def _log_end(bootstrap: str) -> int:
     return offset
 
 
+def _filled(bootstrap: str, log_bytes: int, producers: int) -> tuple[float, int]:
+    """Create the topic and fill it: (seconds the fill took, log end offset)."""
+    create_topic(bootstrap, TOPIC, 1)
+    t0 = time.perf_counter()
+    _fill(bootstrap, log_bytes, producers)
+    return time.perf_counter() - t0, _log_end(bootstrap)
+
+
 def run(log_bytes: int, producers: int) -> RestartResult:
     """Fill, SIGKILL, restart; return the timings (the broker and its data dir are gone afterwards)."""
     with BrokerProcess(settings=PAGECACHE_SETTINGS, start_deadline_s=120) as broker:
-        create_topic(broker.bootstrap, TOPIC, 1)
-        t0 = time.perf_counter()
-        _fill(broker.bootstrap, log_bytes, producers)
-        fill_s = time.perf_counter() - t0
-        end = _log_end(broker.bootstrap)
+        fill_s, end = _filled(broker.bootstrap, log_bytes, producers)
         broker.kill()
         broker.settings = {}  # restart with the defaults (fsync before ack)
         t0 = time.perf_counter()
@@ -130,11 +134,7 @@ def _wait_serving(bootstrap: str, end: int, t0: float) -> float:
 def run_kafka(log_bytes: int, producers: int) -> RestartResult:
     """``run`` against Apache Kafka: the same fill, SIGKILL of its JVM, a restart on the same log dir."""
     with KafkaPeer(fsync=False) as kafka:
-        create_topic(kafka.bootstrap, TOPIC, 1)
-        t0 = time.perf_counter()
-        _fill(kafka.bootstrap, log_bytes, producers)
-        fill_s = time.perf_counter() - t0
-        end = _log_end(kafka.bootstrap)
+        fill_s, end = _filled(kafka.bootstrap, log_bytes, producers)
         kafka.kill()
         t0 = time.perf_counter()
         kafka.restart(fsync=True)
