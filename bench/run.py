@@ -734,7 +734,7 @@ def bench_p7(r: Run, quick: bool) -> None:
                 "Kafka: restart after SIGKILL: s until serving",
                 kafka.seconds_to_serve,
                 ".2f",
-                f"Kafka {kafka_jars.kafka_version()}, the same fill (took {kafka.fill_seconds:.1f} s); port open "
+                f"Kafka {kafka_jars.kafka_version()}, the same fill (took {kafka.fill_seconds:.1f} s); started "
                 f"after {kafka.seconds_to_listen:.2f} s",
                 "P7_kafka_restart_s",
             )
