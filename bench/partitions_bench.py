@@ -5,6 +5,8 @@ record i sent to partition i % P, against a topic of P = 1 and P = 1,000 partiti
 medians), on oncelog and on librdkafka's mock (the mock's ratio shows how much of the drop is the client's:
 1,000 partitions means ~1,000x smaller batches; librdkafka also sends each partition's batch in a request of its
 own, at most 5 in flight per connection with idempotence, so the rate follows the broker's latency per request).
+``throughput_kafka`` measures the same against Apache Kafka with an fsync per append (``log.flush.interval.messages=1``,
+as oncelog's default; ``tests/support/kafka_peer.py``).
 Memory: VmRSS of a fresh broker before and after creating a
 1,000-partition topic (no data), each read after the broker has been idle for ``SETTLE_S``.
 """
@@ -23,6 +25,7 @@ from bench import produce_bench
 from bench.produce_bench import warmup_records
 from bench.txn_bench import create_topic
 from tests.support.broker import BrokerProcess
+from tests.support.kafka_peer import KafkaPeer
 from tests.support.mock_cluster import MockCluster
 from tests.support.topics import wait_topic_visible
 
@@ -83,6 +86,15 @@ def throughput_mock(n: int, partitions: int, rounds: int = 1) -> PartitionsResul
         mock.create_topic(f"{TOPIC}-{partitions}", partitions)
         one, many = _rates(mock.bootstrap, partitions, n, rounds)
     return PartitionsResult("mock", n, partitions, one, many)
+
+
+def throughput_kafka(n: int, partitions: int, rounds: int = 1) -> PartitionsResult:
+    """``throughput_oncelog`` against Apache Kafka, fsync per append."""
+    with KafkaPeer(fsync=True) as kafka:
+        create_topic(kafka.bootstrap, TOPIC + "-1", 1)
+        create_topic(kafka.bootstrap, f"{TOPIC}-{partitions}", partitions)
+        one, many = _rates(kafka.bootstrap, partitions, n, rounds)
+    return PartitionsResult("kafka", n, partitions, one, many)
 
 
 def rss_kb(pid: int) -> int:

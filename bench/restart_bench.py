@@ -6,6 +6,12 @@ evenly among ~1 MB batches without a producer id until the partition holds ``log
 than log.flush.offset.checkpoint.interval.ms (60 s), so no recovery point was saved: recovery revalidates the
 whole log and rebuilds every producer's state, the worst case. Then SIGKILL, and a restart with oncelog's default
 settings. "Serving" = the port accepts and ListOffsets(latest) returns the pre-kill log end offset.
+
+``run_kafka`` does the same against Apache Kafka (``tests/support/kafka_peer.py``): filled in page-cache mode (Kafka's
+default), SIGKILLed and restarted on the same log dir (``KafkaPeer.restart``, which keeps the fill's page-cache
+setting: the flush setting does not change what recovery reads). In page-cache mode Kafka flushes a segment only
+once it rolls (log.segment.bytes, 1 GiB), so its recovery point stays at or near 0 and it too recovers the whole log
+after the kill.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ from bench import wire_pump
 from bench.log_write_bench import PAGECACHE_SETTINGS, make_batch, now_ms
 from bench.txn_bench import create_topic
 from tests.support.broker import BrokerProcess
+from tests.support.kafka_peer import KafkaPeer
 from tests.support.wire import Record, WireClient, encode_batch
 
 TOPIC = "bench-p7"
 POLL_S = 0.01
+SERVE_DEADLINE_S = 300.0
+COORDINATOR_LOAD_IN_PROGRESS = 14  # Kafka's error code: retriable
+INIT_RETRY_S = 30.0  # how long InitProducerId is retried while the broker answers COORDINATOR_LOAD_IN_PROGRESS
 
 
 @dataclass(frozen=True)
@@ -49,8 +59,12 @@ def _small_body(pid: int, epoch: int) -> tuple[bytes, int]:
 def _fill(bootstrap: str, log_bytes: int, producers: int) -> None:
     with WireClient(bootstrap) as wc:
         pids = []
-        for _ in range(producers):
+        deadline = time.monotonic() + INIT_RETRY_S
+        while len(pids) < producers:
             error, pid, epoch = wc.init_producer_id()
+            if error == COORDINATOR_LOAD_IN_PROGRESS and time.monotonic() < deadline:
+                time.sleep(POLL_S)  # Kafka: no producer id block from the controller yet (retriable)
+                continue
             if error:
                 raise RuntimeError(f"InitProducerId failed with error {error}")
             pids.append((pid, epoch))
@@ -83,27 +97,47 @@ def _log_end(bootstrap: str) -> int:
     return offset
 
 
+def _filled(bootstrap: str, log_bytes: int, producers: int) -> tuple[float, int]:
+    """Create the topic and fill it: (seconds the fill took, log end offset)."""
+    create_topic(bootstrap, TOPIC, 1)
+    t0 = time.perf_counter()
+    _fill(bootstrap, log_bytes, producers)
+    return time.perf_counter() - t0, _log_end(bootstrap)
+
+
 def run(log_bytes: int, producers: int) -> RestartResult:
     """Fill, SIGKILL, restart; return the timings (the broker and its data dir are gone afterwards)."""
     with BrokerProcess(settings=PAGECACHE_SETTINGS, start_deadline_s=120) as broker:
-        create_topic(broker.bootstrap, TOPIC, 1)
-        t0 = time.perf_counter()
-        _fill(broker.bootstrap, log_bytes, producers)
-        fill_s = time.perf_counter() - t0
-        end = _log_end(broker.bootstrap)
+        fill_s, end = _filled(broker.bootstrap, log_bytes, producers)
         broker.kill()
         broker.settings = {}  # restart with the defaults (fsync before ack)
         t0 = time.perf_counter()
         broker.start()
         listen_s = time.perf_counter() - t0
-        while True:
-            try:
-                if _log_end(broker.bootstrap) == end:
-                    break
-            except (OSError, RuntimeError):
-                pass
-            if time.perf_counter() - t0 > 300:
-                raise RuntimeError("broker did not serve the pre-kill log end offset within 300 s")
-            time.sleep(POLL_S)
-        serve_s = time.perf_counter() - t0
+        serve_s = _wait_serving(broker.bootstrap, end, t0)
+    return RestartResult(log_bytes, producers, fill_s, end, listen_s, serve_s)
+
+
+def _wait_serving(bootstrap: str, end: int, t0: float) -> float:
+    """Poll ListOffsets(latest) until it returns ``end``; seconds since ``t0``."""
+    while True:
+        try:
+            if _log_end(bootstrap) == end:
+                return time.perf_counter() - t0
+        except (OSError, RuntimeError, AssertionError):
+            pass
+        if time.perf_counter() - t0 > SERVE_DEADLINE_S:
+            raise RuntimeError(f"broker did not serve the pre-kill log end offset within {SERVE_DEADLINE_S:.0f} s")
+        time.sleep(POLL_S)
+
+
+def run_kafka(log_bytes: int, producers: int) -> RestartResult:
+    """``run`` against Apache Kafka: the same fill, SIGKILL of its JVM, a restart on the same log dir (timed from
+    the kill; "listening" is when Kafka logged that it started and its port accepts)."""
+    with KafkaPeer(fsync=False) as kafka:
+        fill_s, end = _filled(kafka.bootstrap, log_bytes, producers)
+        t0 = time.perf_counter()
+        kafka.restart(hard=True)
+        listen_s = time.perf_counter() - t0
+        serve_s = _wait_serving(kafka.bootstrap, end, t0)
     return RestartResult(log_bytes, producers, fill_s, end, listen_s, serve_s)

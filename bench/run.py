@@ -3,7 +3,7 @@ C1-C5 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, fai
 transaction coordinator failover, transactional replication factor 3 vs 1), P10, delayed delivery (issue 26), and
 S1, the Spark pipeline (issue 27, ``bench/spark_bench.py``: batch read and exactly-once copy in local[2]).
 Apache Kafka itself (issue 30: ``tests/support/kafka_peer.py``, a single-node KRaft broker from the jars
-``java/pom.xml`` pins, fetched with Maven when missing) runs beside the mock in P1, P2, P3, P5 and P6 with the same
+``java/pom.xml`` pins, fetched with Maven when missing) runs beside the mock in P1-P7 and P9 with the same
 client in the same run and the same durability as the oncelog figure it is compared with (fsync per append:
 ``log.flush.interval.messages=1``; page cache: Kafka's default); ``--no-kafka`` leaves it out.
 
@@ -120,7 +120,7 @@ class Run:
     disk: machine.DiskFigures | None = None
     loopback_mb_s: float | None = None
     runtime: runtime.RuntimeFigures | None = None
-    kafka: bool = True  # Apache Kafka beside the mock in P1, P2, P3, P5 and P6 (issue 30)
+    kafka: bool = True  # Apache Kafka beside the mock in P1-P7 and P9 (issue 30)
 
     def add(self, *lines: Line) -> None:
         self.lines.extend(lines)
@@ -470,7 +470,7 @@ class P4Result:
         }
 
 
-def _p4(bootstrap: str, sizes: Sizes, broker: BrokerProcess | None = None) -> P4Result:
+def _p4(bootstrap: str, sizes: Sizes, broker: BrokerProcess | KafkaPeer | None = None) -> P4Result:
     lat = txn_bench.commit_latencies(bootstrap, sizes.p4_commits)
     cpu: list[float] = []
     on_go = None if broker is None else (lambda: cpu.append(broker.cpu_seconds()))
@@ -584,6 +584,55 @@ def bench_p4(r: Run) -> None:
                 "P4_broker_cpu_budget_us_per_commit",
             )
         )
+    if r.kafka:
+        p4_kafka(r)
+
+
+def p4_kafka(r: Run) -> None:
+    """P4 against Apache Kafka: the same client, fsync per append (as oncelog's figure) and page cache."""
+    s = r.sizes
+    results: dict[bool, P4Result] = {}
+    for fsync in (True, False):
+        with KafkaPeer(fsync=fsync) as kafka:
+            txn_bench.create_topic(kafka.bootstrap, txn_bench.P4_TOPIC, s.p4_procs)
+            results[fsync] = _p4(kafka.bootstrap, s, kafka)
+    fsync_run, page_run = results[True], results[False]
+    r.samples["P4 one-record transaction: commit_transaction() latency"].update(
+        {"Kafka": fsync_run.latencies_ms, "Kafka, page cache": page_run.latencies_ms}
+    )
+    fs, pc = fsync_run.summary(), page_run.summary()
+    ours = r.details["P4"]
+    assert isinstance(ours, dict)
+    r.details["P4"] = {**ours, "kafka": fs, "kafka_pagecache": pc}
+    version = kafka_jars.kafka_version()
+    r.add(
+        Line(
+            "P4",
+            "Kafka (fsync/append): commit p50 ms",
+            fs["p50_ms"],
+            ".2f",
+            f"Kafka {version}; oncelog {ours['oncelog']['p50_ms']:.2f} ms",
+            "P4_kafka_commit_p50_ms",
+        ),
+        Line("P4", "Kafka (fsync/append): commit p99 ms", fs["p99_ms"], ".2f", "", "P4_kafka_commit_p99_ms"),
+        Line(
+            "P4",
+            f"Kafka (fsync/append): commits/s ({s.p4_procs} procs)",
+            fsync_run.commits_per_s,
+            ",.0f",
+            f"Kafka CPU {fs['broker_cpu_ms_per_commit']:.2f} ms per commit",
+            "P4_kafka_commits_per_s",
+        ),
+        Line(
+            "P4",
+            "Kafka page cache: commit p50 ms",
+            pc["p50_ms"],
+            ".2f",
+            f"p99 {pc['p99_ms']:.2f} ms; {page_run.commits_per_s:,.0f} commits/s with {s.p4_procs} producers; "
+            f"Kafka CPU {pc['broker_cpu_ms_per_commit']:.2f} ms per commit",
+            "P4_kafka_pagecache_commit_p50_ms",
+        ),
+    )
 
 
 def bench_p5(r: Run) -> None:
@@ -680,6 +729,20 @@ def bench_p7(r: Run, quick: bool) -> None:
             "P7_restart_s",
         ),
     )
+    if r.kafka:
+        kafka = restart_bench.run_kafka(s.p7_bytes, s.p7_producers)
+        r.details["P7"] = {**asdict(res), "kafka": asdict(kafka)}
+        r.add(
+            Line(
+                "P7",
+                "Kafka: restart after SIGKILL: s until serving",
+                kafka.seconds_to_serve,
+                ".2f",
+                f"Kafka {kafka_jars.kafka_version()}, the same fill (took {kafka.fill_seconds:.1f} s); started "
+                f"after {kafka.seconds_to_listen:.2f} s",
+                "P7_kafka_restart_s",
+            )
+        )
 
 
 def bench_p10(r: Run) -> None:
@@ -749,6 +812,21 @@ def bench_p9(r: Run) -> None:
             "P9_idle_kb_per_partition",
         ),
     )
+    if r.kafka:
+        kafka = partitions_bench.throughput_kafka(s.p9_records, s.p9_partitions, s.rounds)
+        details = r.details["P9"]
+        assert isinstance(details, dict)
+        details["kafka"] = {**asdict(kafka), "ratio": kafka.ratio}
+        r.add(
+            Line(
+                "P9",
+                f"Kafka (fsync/append): rec/s {s.p9_partitions:,} / 1 partition",
+                kafka.ratio,
+                ".3f",
+                f"Kafka {kafka.many_partitions_records_per_s:,.0f} vs {kafka.one_partition_records_per_s:,.0f}",
+                "P9_kafka_throughput_ratio_1000_vs_1",
+            )
+        )
 
 
 def bench_c1(r: Run) -> None:
@@ -881,9 +959,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
     parser.add_argument("--profile", type=Path, help="attach py-spy to every broker; raw profiles go here")
-    parser.add_argument(
-        "--no-kafka", dest="kafka", action="store_false", help="leave Apache Kafka out of P1, P2, P3, P5 and P6"
-    )
+    parser.add_argument("--no-kafka", dest="kafka", action="store_false", help="leave Apache Kafka out of P1-P7 and P9")
     args = parser.parse_args(argv)
     args.only = [b.strip().upper() for b in args.only.split(",") if b.strip()]
     unknown = [b for b in args.only if b not in BENCHES]
@@ -898,7 +974,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:
         n = args.records
         sizes = Sizes(**{**asdict(sizes), "p1_records": n, "p3_records": n, "p6_records": n, "p9_records": n})
-    run = Run(sizes, kafka=args.kafka and bool({"P1", "P2", "P3", "P5", "P6"} & set(args.only)))
+    run = Run(sizes, kafka=args.kafka and bool({"P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9"} & set(args.only)))
     if run.kafka:
         try:
             print(f"Apache Kafka's jars: {kafka_jars.ensure()} (java/pom.xml)", flush=True)
