@@ -27,12 +27,16 @@ from typing import Any, Protocol
 import structlog
 import trio
 from oncelog.broker.controller.partition_change import PartitionState
+from oncelog.broker.log_limit import LogRateLimiter
 from oncelog.broker.txn.markers import MARKER_FENCED, MARKER_SETTLED, MarkerWriter, TxnMarker
 from oncelog.protocol import ApiKey, ErrorCode
 
 from .peers import PeerUnavailable
 
 log = structlog.get_logger(__name__)
+#: A dead leader stays named until its session ends: its retries (every ``retry.backoff.ms``) log a few lines, then a
+#: count.
+_LOG_LIMIT = LogRateLimiter()
 
 #: Kafka's ``retry.backoff.ms`` (100 ms): the pause before a failed partition's marker is routed again, and how often
 #: an in-flight request is checked against the cluster view.
@@ -208,7 +212,7 @@ class MarkerChannel:
                 try:
                     response = await self._peers.request(destination, ApiKey.WRITE_TXN_MARKERS, request_body(batch))
                 except PeerUnavailable as exc:
-                    log.warning("markers_not_sent", broker=destination, error=str(exc))
+                    _LOG_LIMIT.log(log.warning, "markers_not_sent", destination, broker=destination, error=str(exc))
                 nursery.cancel_scope.cancel()
 
             async def watch() -> None:
