@@ -73,6 +73,8 @@ log = structlog.get_logger(__name__)
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 #: How long a broker keeps serving after its controlled shutdown moved its leaderships, before it closes.
 HAND_OVER_LINGER_S = 0.5
+#: How long closing the etcd client (its HTTP connections) may take when the broker stops.
+ETCD_CLOSE_TIMEOUT_S = 1.0
 
 
 class BrokerNode:
@@ -151,6 +153,8 @@ class BrokerNode:
             # A cluster member leads only what the cluster's metadata says; a single node leads every partition.
             lead_unassigned=self.member is None,
         )
+        #: The etcd client of a cluster member (closed when the node stops).
+        self._etcd_client: EtcdClient | None = etcd[0] if etcd is not None else None
         if etcd is not None:
             # A follower's fetch counts for the registration (lease) it runs under now (KIP-903's broker epoch).
             self.replicas.incarnation_of = etcd_isr.incarnation_of
@@ -519,6 +523,9 @@ class BrokerNode:
                 if self.replica_fetchers is not None:
                     await trio.to_thread.run_sync(self._checkpoint_high_watermarks)
                 await trio.to_thread.run_sync(self.logs.close)
+                if self._etcd_client is not None:
+                    with trio.move_on_after(ETCD_CLOSE_TIMEOUT_S):
+                        await self._etcd_client.aclose()
                 lock.release()
                 log.info("stopped", node_id=self.node_id)
 
