@@ -244,8 +244,9 @@ class BrokerNode:
         self.transactions = TransactionCoordinator(
             config, self.replicas, self.logs, self.topics, self.producer_ids, markers, clock_ms=now_ms
         )
-        # The one wiring made after construction: the transaction coordinator writes the markers the group
-        # coordinator listens to, and the group coordinator checks TxnOffsetCommit against its transactions.
+        # Wired after construction (one of two such links; the other is ``consumer_groups`` below): the transaction
+        # coordinator writes the markers the group coordinator listens to, and the group coordinator checks
+        # TxnOffsetCommit against its transactions.
         self.groups.transactions = self.transactions
         #: Held by the retention sweep, by each compaction pass and by DeleteRecords' segment deletion, which must
         #: not change a log's segments at once.
