@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import trio
 from oncelog.broker.controller.partition_change import PartitionState
+from oncelog.broker.txn.markers import TxnMarker, append_markers, wait_markers_durable
 from oncelog.client.producer import Producer
 from oncelog.protocol import ApiKey, ErrorCode
 from support.confluent_io import produce_all
@@ -105,6 +106,32 @@ async def test_followers_hold_the_leaders_batches_at_the_same_offsets(make_clust
     assert log_bytes(cluster, 2) == leader
     assert log_bytes(cluster, 3) == leader
     assert cluster.state(TOPIC, 0).isr == (1, 2, 3)
+
+
+async def test_a_marker_reaches_parked_followers_and_is_acknowledged_without_a_fetch_timer(make_cluster) -> None:
+    """A control batch (a coordinator's append, not a client's) wakes the followers' parked fetches, and each
+    follower's next fetch, sent once the marker is durable there, moves the leader's high watermark past it: the
+    marker's replication wait ends on those events, not on ``replica.fetch.wait.max.ms`` (set far beyond the test's
+    own limit, so a fetch left parked would fail it)."""
+    cluster = await make_cluster([1, 2, 3], replica_fetch_wait_max_ms="120000")
+    await cluster.create_topic(TOPIC)
+    cluster.apply(TOPIC, 0, led_by(1))
+    client = await connect(cluster, 1)
+    assert (await produce(client, batch([b"before"]))).error_code == ErrorCode.NONE
+    # acks=all answered: both followers fetched again after the batch, and that fetch is parked at the leader now.
+    fetchers = {n: cluster.node(n).replica_fetchers.fetchers[1] for n in (2, 3)}
+    rounds = {n: fetcher.rounds for n, fetcher in fetchers.items()}
+
+    leader = cluster.node(1).replicas
+    marker = TxnMarker(4242, 0, 0, True, frozenset([(TOPIC, 0)]))
+    appended = append_markers(leader, marker, [(TOPIC, 0)], listener=None)
+    assert appended[(TOPIC, 0)][0] == ErrorCode.NONE
+    with trio.fail_after(WAIT_S):
+        assert await wait_markers_durable(leader, appended) == {(TOPIC, 0): ErrorCode.NONE}
+    assert high_watermark(cluster, 1) == end_offset(cluster, 1) == 2
+    assert all(end_offset(cluster, n) == 2 for n in (2, 3))
+    # One answer per follower carried the marker: the parked fetch was woken by the append, not timed out empty.
+    assert {n: fetcher.rounds - rounds[n] for n, fetcher in fetchers.items()} == {2: 1, 3: 1}
 
 
 async def test_non_leaders_refuse_clients_and_followers(make_cluster) -> None:
