@@ -82,7 +82,9 @@ class Sizes:
     p9_partitions: int = 1000
     c1_records: int = 200_000  # per round, replication factor 1 and 3 alternating
     cluster_trials: int = 5  # C2 leader kills, C3 controlled shutdowns, C4 coordinator kills
-    c5_records: int = 50_000  # per round, transactional, replication factor 1 and 3 alternating
+    # per round, transactional, replication factor 1 and 3 alternating: as many as P3's, so that a round holds many
+    # 100 ms transactions (a throughput) and not one commit (a latency)
+    c5_records: int = 1_000_000
     p10_records: int = 200_000  # P10: records forwarded at once
     p10_rate: int = 10_000  # P10: delayed records per second offered for the lateness figure
     p10_seconds: float = 10.0
@@ -106,7 +108,7 @@ QUICK = Sizes(
     3,
     c1_records=50_000,
     cluster_trials=3,
-    c5_records=20_000,
+    c5_records=300_000,
     s1_records=200_000,
 )
 
