@@ -122,6 +122,13 @@ class Run:
     runtime: runtime.RuntimeFigures | None = None
     kafka: bool = True  # Apache Kafka beside the mock in P1-P7 and P9 (issue 30)
 
+    def add_details(self, bench: str, **more: object) -> dict[str, object]:
+        """Add ``more`` (a peer's figures, e.g. Kafka's) to the details the oncelog part of ``bench`` recorded."""
+        details = self.details[bench]
+        assert isinstance(details, dict)
+        details.update(more)
+        return details
+
     def add(self, *lines: Line) -> None:
         self.lines.extend(lines)
         for ln in lines:
@@ -601,9 +608,7 @@ def p4_kafka(r: Run) -> None:
         {"Kafka": fsync_run.latencies_ms, "Kafka, page cache": page_run.latencies_ms}
     )
     fs, pc = fsync_run.summary(), page_run.summary()
-    ours = r.details["P4"]
-    assert isinstance(ours, dict)
-    r.details["P4"] = {**ours, "kafka": fs, "kafka_pagecache": pc}
+    ours = r.add_details("P4", kafka=fs, kafka_pagecache=pc)
     version = kafka_jars.kafka_version()
     r.add(
         Line(
@@ -731,7 +736,7 @@ def bench_p7(r: Run, quick: bool) -> None:
     )
     if r.kafka:
         kafka = restart_bench.run_kafka(s.p7_bytes, s.p7_producers)
-        r.details["P7"] = {**asdict(res), "kafka": asdict(kafka)}
+        r.add_details("P7", kafka=asdict(kafka))
         r.add(
             Line(
                 "P7",
@@ -814,9 +819,7 @@ def bench_p9(r: Run) -> None:
     )
     if r.kafka:
         kafka = partitions_bench.throughput_kafka(s.p9_records, s.p9_partitions, s.rounds)
-        details = r.details["P9"]
-        assert isinstance(details, dict)
-        details["kafka"] = {**asdict(kafka), "ratio": kafka.ratio}
+        r.add_details("P9", kafka={**asdict(kafka), "ratio": kafka.ratio})
         r.add(
             Line(
                 "P9",
