@@ -13,10 +13,12 @@ same run beside it. Machine limits (sequential write with and without fdatasync,
 are measured first when P2, P3, P4 or P5 runs.
 
 Usage: python bench/run.py [--quick] [--only P1,P5] [--records N] [--json PATH] [--plot PNG] [--profile DIR]
-                           [--no-kafka]
+                           [--no-kafka] [--kafka-bootstrap HOST:PORT]
 
 ``--quick`` (about 4 minutes on 2 cores) scales every benchmark down (P7 to 256 MiB and 2,000 producer ids) and
-says so in the output. ``--records`` overrides the record count of P1, P3, P6 and P9.
+says so in the output. ``--records`` overrides the record count of P1, P3, P6 and P9. ``--kafka-bootstrap`` gives
+P1 an Apache Kafka already running (it must fsync every append, as ``KafkaPeer(fsync=True)``) instead of starting
+one: the smoke test (``tests/bench/test_bench_smoke.py``) hands it the test run's shared peer.
 """
 
 from __future__ import annotations
@@ -123,6 +125,14 @@ class Run:
     loopback_mb_s: float | None = None
     runtime: runtime.RuntimeFigures | None = None
     kafka: bool = True  # Apache Kafka beside the mock in P1-P7 and P9 (issue 30)
+    kafka_bootstrap: str | None = None  # P1's Kafka, already running (fsync per append); else P1 starts one
+
+    def add_details(self, bench: str, **more: object) -> dict[str, object]:
+        """Add ``more`` (a peer's figures, e.g. Kafka's) to the details the oncelog part of ``bench`` recorded."""
+        details = self.details[bench]
+        assert isinstance(details, dict)
+        details.update(more)
+        return details
 
     def add(self, *lines: Line) -> None:
         self.lines.extend(lines)
@@ -176,13 +186,15 @@ def bench_p1(r: Run) -> None:
     with contextlib.ExitStack() as peers:
         broker = peers.enter_context(BrokerProcess())
         mock = peers.enter_context(MockCluster(1))
-        kafka = peers.enter_context(KafkaPeer(fsync=True)) if r.kafka else None
+        kafka = r.kafka_bootstrap
+        if kafka is None and r.kafka:
+            kafka = peers.enter_context(KafkaPeer(fsync=True)).bootstrap
         txn_bench.create_topic(broker.bootstrap, produce_bench.TOPIC, 1)
         mock.create_topic(produce_bench.TOPIC, 1)
         others = [mock.bootstrap]
         if kafka is not None:
-            txn_bench.create_topic(kafka.bootstrap, produce_bench.TOPIC, 1)
-            others.append(kafka.bootstrap)
+            txn_bench.create_topic(kafka, produce_bench.TOPIC, 1)
+            others.append(kafka)
         for peer in (broker.bootstrap, *others):
             produce_bench.produce(peer, produce_bench.warmup_records(n))
         one_s, mock_s, kafka_s, cpu = [], [], [], []
@@ -192,7 +204,7 @@ def bench_p1(r: Run) -> None:
             cpu.append(broker.cpu_seconds() - cpu0)
             mock_s.append(produce_bench.produce(mock.bootstrap, n))
             if kafka is not None:
-                kafka_s.append(produce_bench.produce(kafka.bootstrap, n))
+                kafka_s.append(produce_bench.produce(kafka, n))
     one_rate, mock_rate = n / statistics.median(one_s), n / statistics.median(mock_s)
     cpu_per_m = statistics.median(cpu) * 1_000_000 / n
     r.details["P1"] = {
@@ -603,9 +615,7 @@ def p4_kafka(r: Run) -> None:
         {"Kafka": fsync_run.latencies_ms, "Kafka, page cache": page_run.latencies_ms}
     )
     fs, pc = fsync_run.summary(), page_run.summary()
-    ours = r.details["P4"]
-    assert isinstance(ours, dict)
-    r.details["P4"] = {**ours, "kafka": fs, "kafka_pagecache": pc}
+    ours = r.add_details("P4", kafka=fs, kafka_pagecache=pc)
     version = kafka_jars.kafka_version()
     r.add(
         Line(
@@ -733,7 +743,7 @@ def bench_p7(r: Run, quick: bool) -> None:
     )
     if r.kafka:
         kafka = restart_bench.run_kafka(s.p7_bytes, s.p7_producers)
-        r.details["P7"] = {**asdict(res), "kafka": asdict(kafka)}
+        r.add_details("P7", kafka=asdict(kafka))
         r.add(
             Line(
                 "P7",
@@ -816,9 +826,7 @@ def bench_p9(r: Run) -> None:
     )
     if r.kafka:
         kafka = partitions_bench.throughput_kafka(s.p9_records, s.p9_partitions, s.rounds)
-        details = r.details["P9"]
-        assert isinstance(details, dict)
-        details["kafka"] = {**asdict(kafka), "ratio": kafka.ratio}
+        r.add_details("P9", kafka={**asdict(kafka), "ratio": kafka.ratio})
         r.add(
             Line(
                 "P9",
@@ -962,6 +970,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
     parser.add_argument("--profile", type=Path, help="attach py-spy to every broker; raw profiles go here")
     parser.add_argument("--no-kafka", dest="kafka", action="store_false", help="leave Apache Kafka out of P1-P7 and P9")
+    parser.add_argument(
+        "--kafka-bootstrap",
+        help="HOST:PORT of a running Apache Kafka that fsyncs every append, for P1 (else it starts one)",
+    )
     args = parser.parse_args(argv)
     args.only = [b.strip().upper() for b in args.only.split(",") if b.strip()]
     unknown = [b for b in args.only if b not in BENCHES]
@@ -977,6 +989,8 @@ def main(argv: list[str] | None = None) -> int:
         n = args.records
         sizes = Sizes(**{**asdict(sizes), "p1_records": n, "p3_records": n, "p6_records": n, "p9_records": n})
     run = Run(sizes, kafka=args.kafka and bool({"P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9"} & set(args.only)))
+    if run.kafka:
+        run.kafka_bootstrap = args.kafka_bootstrap
     if run.kafka:
         try:
             print(f"Apache Kafka's jars: {kafka_jars.ensure()} (java/pom.xml)", flush=True)

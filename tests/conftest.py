@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from support.broker import BrokerProcess
+from support.kafka_peer import KafkaPeer
 from support.mock_cluster import MockCluster
 
 ENV_BOOTSTRAP = "ONCELOG_TEST_BOOTSTRAP"
@@ -107,3 +108,33 @@ def make_topic(bootstrap: str, mock_cluster: MockCluster | None) -> Callable[...
         return name
 
     return make
+
+
+_PEER = pytest.StashKey[KafkaPeer]()
+_LAST_PEER_USER = pytest.StashKey[str]()
+
+
+@pytest.fixture(scope="session")
+def kafka_peer(request: pytest.FixtureRequest) -> Iterator[KafkaPeer]:
+    """One Apache Kafka (``support.kafka_peer``: fsync per append, the test brokers' group settings) for every test
+    that compares with it (``interop/test_differential.py``, the Kafka column of ``bench/test_bench_smoke.py``): a
+    JVM start costs many seconds of CI each. It stops once the last test using it has ended (``pytest_runtest_
+    teardown`` below), not at the end of the session."""
+    peer = KafkaPeer(fsync=True, settings=GROUP_SETTINGS)
+    request.config.stash[_PEER] = peer
+    with peer.start():
+        yield peer
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    users = [item.nodeid for item in items if "kafka_peer" in getattr(item, "fixturenames", ())]
+    if users:
+        config.stash[_LAST_PEER_USER] = users[-1]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Stop the shared Kafka peer after the last test that uses it (stopping twice is harmless)."""
+    if item.nodeid == item.config.stash.get(_LAST_PEER_USER, None) and _PEER in item.config.stash:
+        item.config.stash[_PEER].stop()

@@ -49,6 +49,7 @@ from oncelog.broker.group.consumer_group import (
     MemberState,
 )
 from oncelog.broker.group.consumer_group_records import group_records, rebuild_group
+from oncelog.broker.group.listing import listed_groups
 from oncelog.broker.group.state import GroupState
 from oncelog.broker.group_configs import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from oncelog.broker.keyed_locks import KeyedLocks
@@ -185,20 +186,9 @@ class ConsumerGroupCoordinator:
         return {t for m in group.members.values() for t in self._member_topics(m, matches)}
 
     def list_groups(self, states: Iterable[str], types: Iterable[str]) -> list[dict]:
-        wanted = {s.strip().lower() for s in states}
-        kinds = {t.lower() for t in types}
-        if kinds and CONSUMER_GROUP_TYPE not in kinds:
-            return []
-        return [
-            {
-                "group_id": g.group_id,
-                "protocol_type": "consumer",
-                "group_state": g.state.value,
-                "group_type": CONSUMER_GROUP_TYPE,
-            }
-            for g in self._groups.values()
-            if not wanted or g.state.value.lower() in wanted
-        ]
+        """ListGroups' entries of the consumer groups (``listing.listed_groups``)."""
+        groups = ((g.group_id, "consumer", g.state.value) for g in self._groups.values())
+        return listed_groups(groups, states, types, CONSUMER_GROUP_TYPE)
 
     async def delete(self, group_id: str) -> ErrorCode | None:
         """DeleteGroups for a consumer group: NON_EMPTY_GROUP with members, else the group goes with its records

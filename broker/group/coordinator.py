@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ import structlog
 import trio
 from oncelog.broker.coordinator_partitions import CoordinatorPartitions
 from oncelog.broker.deadlines import DeadlineHeap
+from oncelog.broker.group.listing import listed_groups
 from oncelog.broker.group.metadata import Group, Member, Reply
 from oncelog.broker.group.offsets import ConsumerGroupLookup, OffsetsMixin, TransactionLookup
 from oncelog.broker.group.offsets_log import GroupLog
@@ -704,24 +706,14 @@ class GroupCoordinator(OffsetsMixin):
         protocol = (group.protocol_name or "") if stable else ""
         return _described(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "", protocol, members)
 
-    def list_groups(self, states: list[str], types: list[str] = ()) -> list[dict]:
-        """Kafka's GroupMetadataManager.listGroups: the live groups in one of ``states`` and of one of ``types``
-        (each compared case-insensitively, states trimmed; an empty filter passes all). Every group here is a
-        classic one; a type Kafka does not know matches none."""
-        wanted = {s.strip().lower() for s in states}
-        kinds = {t.lower() for t in types}
-        if kinds and CLASSIC_GROUP_TYPE not in kinds:
-            return []
-        return [
-            {
-                "group_id": g.group_id,
-                "protocol_type": g.protocol_type or "",
-                "group_state": g.state.value,
-                "group_type": CLASSIC_GROUP_TYPE,
-            }
+    def list_groups(self, states: Iterable[str], types: Iterable[str] = ()) -> list[dict]:
+        """ListGroups' entries of the live groups (``listing.listed_groups``): every group here is a classic one."""
+        live = (
+            (g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
-            if not g.is_(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
-        ]
+            if not g.is_(GroupState.DEAD)
+        )
+        return listed_groups(live, states, types, CLASSIC_GROUP_TYPE)
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """Kafka's deleteGroups for one group: only an Empty group goes (tombstones for it and its offsets)."""

@@ -1,9 +1,9 @@
 """Smoke test of the benchmark harness: one tiny configuration of bench/run.py must run and write every JSON key.
 
-Runs ``bench/run.py --only P1 --records 20000`` (a real broker subprocess, librdkafka's mock cluster and Apache Kafka,
-``tests/support/kafka_peer.py``) and checks that the JSON has every figure key (the issues' 16, the cluster's 5 and
-the Kafka columns), that P1's are positive numbers, and that the benchmarks not run are null. It keeps the harness
-working; it says nothing about the figures.
+Runs ``bench/run.py --only P1 --records 20000`` (a real broker subprocess, librdkafka's mock cluster and Apache Kafka:
+the test run's shared ``kafka_peer``, ``tests/conftest.py``, handed over with ``--kafka-bootstrap``) and checks that the
+JSON has every figure key (the issues' 16, the cluster's 5 and the Kafka columns), that P1's are positive numbers, and
+that the benchmarks not run are null. It keeps the harness working; it says nothing about the figures.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+from support.kafka_peer import KafkaPeer
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_PY = ROOT / "bench" / "run.py"
@@ -51,15 +53,10 @@ KEYS = {
 }
 
 
-def test_run_py_p1_writes_every_json_key(tmp_path: Path) -> None:
+def test_run_py_p1_writes_every_json_key(tmp_path: Path, kafka_peer: KafkaPeer) -> None:
     out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, str(RUN_PY), "--only", "P1", "--records", "20000", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,  # a Kafka JVM starts in ~20 s on a loaded 2-core machine
-    )
+    argv = ["--only", "P1", "--records", "20000", "--json", str(out), "--kafka-bootstrap", kafka_peer.bootstrap]
+    proc = subprocess.run([sys.executable, str(RUN_PY), *argv], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc.keys() >= KEYS

@@ -28,6 +28,15 @@ from support.cluster import Cluster
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
+    """A fresh cluster for a test that kills or stops a broker."""
+    with Cluster(3) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def healthy_cluster() -> Iterator[Cluster]:
+    """One cluster shared by the tests that leave every broker running (each uses topics of its own names): a
+    cluster start is seconds of CI each."""
     with Cluster(3) as running:
         yield running
 
@@ -40,22 +49,22 @@ def create(cluster: Cluster, name: str, partitions: int, replication_factor: int
     futures[name].result(timeout=60)
 
 
-def test_every_broker_reports_every_broker_and_one_controller(cluster: Cluster) -> None:
+def test_every_broker_reports_every_broker_and_one_controller(healthy_cluster: Cluster) -> None:
     controllers = set()
-    for node_id in cluster.brokers:
-        metadata = cluster.metadata(via=node_id)
+    for node_id in healthy_cluster.brokers:
+        metadata = healthy_cluster.metadata(via=node_id)
         assert sorted(metadata.brokers) == [1, 2, 3]
-        assert {b.port for b in metadata.brokers.values()} == {b.port for b in cluster.brokers.values()}
+        assert {b.port for b in metadata.brokers.values()} == {b.port for b in healthy_cluster.brokers.values()}
         controllers.add(metadata.controller_id)
     assert len(controllers) == 1
     assert controllers <= {1, 2, 3}
-    cluster_ids = {cluster.metadata(via=n).cluster_id for n in cluster.brokers}
+    cluster_ids = {healthy_cluster.metadata(via=n).cluster_id for n in healthy_cluster.brokers}
     assert len(cluster_ids) == 1
 
 
-def test_a_replicated_topic_is_placed_over_every_broker(cluster: Cluster) -> None:
-    create(cluster, "orders", partitions=6, replication_factor=3)
-    metadata = cluster.wait_for(lambda md: "orders" in md.topics, "orders")
+def test_a_replicated_topic_is_placed_over_every_broker(healthy_cluster: Cluster) -> None:
+    create(healthy_cluster, "orders", partitions=6, replication_factor=3)
+    metadata = healthy_cluster.wait_for(lambda md: "orders" in md.topics, "orders")
     partitions = metadata.topics["orders"].partitions
     assert len(partitions) == 6
     for p in partitions.values():
@@ -65,16 +74,16 @@ def test_a_replicated_topic_is_placed_over_every_broker(cluster: Cluster) -> Non
     # Leadership is spread: each broker leads two of the six partitions.
     assert sorted(p.leader for p in partitions.values()) == [1, 1, 2, 2, 3, 3]
     # Every broker made the logs of every partition it holds a replica of (all six, here).
-    for broker in cluster.brokers.values():
+    for broker in healthy_cluster.brokers.values():
         deadline = time.monotonic() + 10
         while len(list(broker.data_dir.glob("orders-*"))) < 6 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert sorted(d.name for d in broker.data_dir.glob("orders-*")) == [f"orders-{i}" for i in range(6)]
 
 
-def test_replication_factor_above_the_broker_count_is_refused(cluster: Cluster) -> None:
+def test_replication_factor_above_the_broker_count_is_refused(healthy_cluster: Cluster) -> None:
     with pytest.raises(KafkaException) as refused:
-        create(cluster, "too-many", partitions=1, replication_factor=4)
+        create(healthy_cluster, "too-many", partitions=1, replication_factor=4)
     assert refused.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
 
 
@@ -119,13 +128,13 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_stops(cluster: C
         assert leaving not in p.isrs
 
 
-def test_a_deleted_topic_is_gone_from_every_broker(cluster: Cluster) -> None:
-    create(cluster, "short-lived", partitions=2, replication_factor=3)
-    cluster.wait_for(lambda md: "short-lived" in md.topics, "short-lived")
-    admin = cluster.admin()
+def test_a_deleted_topic_is_gone_from_every_broker(healthy_cluster: Cluster) -> None:
+    create(healthy_cluster, "short-lived", partitions=2, replication_factor=3)
+    healthy_cluster.wait_for(lambda md: "short-lived" in md.topics, "short-lived")
+    admin = healthy_cluster.admin()
     admin.delete_topics(["short-lived"], operation_timeout=30)["short-lived"].result(timeout=60)
-    for node_id, broker in cluster.brokers.items():
-        cluster.wait_for(lambda md: "short-lived" not in md.topics, "deletion", via=node_id)
+    for node_id, broker in healthy_cluster.brokers.items():
+        healthy_cluster.wait_for(lambda md: "short-lived" not in md.topics, "deletion", via=node_id)
         deadline = time.monotonic() + 10
         while list(broker.data_dir.glob("short-lived-*")) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -162,15 +171,15 @@ def test_cluster_and_topic_describe_show_replicas_isr_and_lost_brokers(cluster: 
     )
 
 
-def test_topic_config_changes_reach_every_broker_and_stay(cluster: Cluster) -> None:
-    create(cluster, "configured", partitions=1, replication_factor=3)
-    admin = cluster.admin()
+def test_topic_config_changes_reach_every_broker_and_stay(healthy_cluster: Cluster) -> None:
+    create(healthy_cluster, "configured", partitions=1, replication_factor=3)
+    admin = healthy_cluster.admin()
     resource = ConfigResource(ResourceType.TOPIC, "configured")
     resource.add_incremental_config(ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET))
     admin.incremental_alter_configs([resource])[resource].result(timeout=30)
     time.sleep(1)  # later images (any change) must not put the old value back
-    create(cluster, "another", partitions=1, replication_factor=3)
-    for broker in cluster.brokers.values():
+    create(healthy_cluster, "another", partitions=1, replication_factor=3)
+    for broker in healthy_cluster.brokers.values():
         one = AdminClient({"bootstrap.servers": broker.bootstrap})
         described = one.describe_configs([ConfigResource(ResourceType.TOPIC, "configured")])
         configs = next(iter(described.values())).result(timeout=30)
@@ -201,13 +210,13 @@ def test_preferred_leader_election_moves_leadership_back(cluster: Cluster) -> No
     )
 
 
-def test_scram_credentials_altered_through_one_broker_reach_every_broker(cluster: Cluster) -> None:
-    admin = cluster.admin()
+def test_scram_credentials_altered_through_one_broker_reach_every_broker(healthy_cluster: Cluster) -> None:
+    admin = healthy_cluster.admin()
     alteration = UserScramCredentialUpsertion(
         "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"alice-secret"
     )
     admin.alter_user_scram_credentials([alteration])["alice"].result(timeout=30)
-    for node_id, broker in cluster.brokers.items():
+    for node_id, broker in healthy_cluster.brokers.items():
         one = AdminClient({"bootstrap.servers": broker.bootstrap})
         described = one.describe_user_scram_credentials(["alice"])["alice"].result(timeout=30)
         infos = [(i.mechanism, i.iterations) for i in described.scram_credential_infos]

@@ -32,6 +32,14 @@ LAG_TIME_MS = 3000
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
+    """A fresh cluster for a test that kills, stops or wipes a broker."""
+    with Cluster(3, settings={"replica.lag.time.max.ms": LAG_TIME_MS}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def healthy_cluster() -> Iterator[Cluster]:
+    """One cluster shared by the tests that leave every broker running and in sync (each with topics of its own)."""
     with Cluster(3, settings={"replica.lag.time.max.ms": LAG_TIME_MS}) as running:
         yield running
 
@@ -125,30 +133,30 @@ def test_a_leader_killed_under_acks_all_idempotent_production_loses_and_duplicat
     )
 
 
-def test_the_isr_shrinks_and_grows_back_and_min_insync_replicas_refuses(cluster: Cluster) -> None:
-    create(cluster, "isr", **{"min.insync.replicas": "3"})
-    leader = leader_of(cluster, "isr")
-    follower = next(b for b in cluster.brokers if b != leader)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 20000})
+def test_the_isr_shrinks_and_grows_back_and_min_insync_replicas_refuses(healthy_cluster: Cluster) -> None:
+    create(healthy_cluster, "isr", **{"min.insync.replicas": "3"})
+    leader = leader_of(healthy_cluster, "isr")
+    follower = next(b for b in healthy_cluster.brokers if b != leader)
+    producer = Producer({"bootstrap.servers": healthy_cluster.bootstrap, "acks": "all", "message.timeout.ms": 20000})
     producer.produce("isr", b"all three")
     assert producer.flush(30) == 0
-    os.kill(cluster.brokers[follower].pid, signal.SIGSTOP)
+    os.kill(healthy_cluster.brokers[follower].pid, signal.SIGSTOP)
     try:
-        cluster.wait_for(
+        healthy_cluster.wait_for(
             lambda md: follower not in md.topics["isr"].partitions[0].isrs,
             f"broker {follower} dropped from the ISR",
             timeout_s=LAG_TIME_MS / 1000 + 20,
             via=leader,
         )
         # NOT_ENOUGH_REPLICAS is retriable: a producer that does not retry shows the broker's answer itself.
-        once = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0})
+        once = Producer({"bootstrap.servers": healthy_cluster.bootstrap, "acks": "all", "retries": 0})
         errors: list[str] = []
         once.produce("isr", b"two of three", on_delivery=lambda e, m: errors.append(e.name() if e else "none"))
         once.flush(30)
         assert errors == ["NOT_ENOUGH_REPLICAS"]
     finally:
-        os.kill(cluster.brokers[follower].pid, signal.SIGCONT)
-    cluster.wait_for(
+        os.kill(healthy_cluster.brokers[follower].pid, signal.SIGCONT)
+    healthy_cluster.wait_for(
         lambda md: follower in md.topics["isr"].partitions[0].isrs,
         f"broker {follower} back in the ISR",
         timeout_s=30,
@@ -306,16 +314,16 @@ def test_a_wiped_broker_re_replicates_everything(cluster: Cluster) -> None:
     assert sorted(read_all(cluster, "wiped", 3, 900)) == sorted(f"v{i}".encode() for i in range(900))
 
 
-def test_a_produce_to_a_follower_names_the_leader(cluster: Cluster) -> None:
+def test_a_produce_to_a_follower_names_the_leader(healthy_cluster: Cluster) -> None:
     """KIP-951: Produce v10's NOT_LEADER_OR_FOLLOWER carries the current leader and its endpoint, which librdkafka
     uses to retry there without a Metadata round trip first."""
-    create(cluster, "kip951")
-    state = cluster.metadata().topics["kip951"].partitions[0]
-    follower = next(b for b in cluster.brokers if b != state.leader)
+    create(healthy_cluster, "kip951")
+    state = healthy_cluster.metadata().topics["kip951"].partitions[0]
+    follower = next(b for b in healthy_cluster.brokers if b != state.leader)
 
     async def produce_to_follower() -> object:
         async with anyio.create_task_group() as tg:
-            connection = BrokerConnection("127.0.0.1", cluster.brokers[follower].port)
+            connection = BrokerConnection("127.0.0.1", healthy_cluster.brokers[follower].port)
             await connection.open(tg)
             try:
                 body = {
@@ -334,4 +342,4 @@ def test_a_produce_to_a_follower_names_the_leader(cluster: Cluster) -> None:
     assert answer.current_leader.leader_id == state.leader
     assert answer.current_leader.leader_epoch >= 0
     endpoints = {e.node_id: e.port for e in response.node_endpoints}
-    assert endpoints == {state.leader: cluster.brokers[state.leader].port}
+    assert endpoints == {state.leader: healthy_cluster.brokers[state.leader].port}

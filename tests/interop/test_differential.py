@@ -1,13 +1,13 @@
 """Differential tests (issue 30 item 3): the same scenario against Apache Kafka (``support.kafka_peer``) and against
 oncelog, comparing what clients observe.
 
-One Kafka and one oncelog broker serve the whole module. Each scenario is a function of one broker's bootstrap that
-returns its observable: error codes (through raw requests encoded with oncelog's own codecs where a client hides
-them), offsets, timestamps, records seen by a stock client, group states. Only what legitimately differs between two
-brokers is normalized: topic names (each run makes its own), producer and member ids (replaced by their order of
-appearance), error messages where only the code is Kafka's contract. Every test asserts oncelog's observable equals
-Kafka's; a difference that is kept on purpose is listed in COMPATIBILITY.md ("Differences from Apache Kafka") and its
-test asserts the documented oncelog value beside Kafka's.
+One Kafka (the test run's shared ``kafka_peer``, ``tests/conftest.py``) and one oncelog broker serve the whole module.
+Each scenario is a function of one broker's bootstrap that returns its observable: error codes (through raw requests
+encoded with oncelog's own codecs where a client hides them), offsets, timestamps, records seen by a stock client, group
+states. Only what legitimately differs between two brokers is normalized: topic names (each run makes its own), producer
+and member ids (replaced by their order of appearance), error messages where only the code is Kafka's contract. Every
+test asserts oncelog's observable equals Kafka's; a difference that is kept on purpose is listed in COMPATIBILITY.md
+("Differences from Apache Kafka") and its test asserts the documented oncelog value beside Kafka's.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import itertools
 import re
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from broker.helpers import create_topic_body, fetch_body, list_offsets_body, produce_body
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from conftest import GROUP_SETTINGS
 from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.protocol.consumer_protocol import encode_subscription
 from oncelog.protocol.records import SimpleRecord, encode_batch, iter_batches
@@ -54,15 +53,10 @@ _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def kafka() -> Iterator[KafkaPeer]:
-    """Apache Kafka with the oncelog test brokers' group settings, for the whole module."""
-    with KafkaPeer(fsync=True, settings=GROUP_SETTINGS) as peer:
-        yield peer
-
-
-@pytest.fixture(scope="module")
-def brokers(kafka: KafkaPeer, bootstrap: str) -> dict[str, str]:
-    return {"kafka": kafka.bootstrap, "oncelog": bootstrap}
+def brokers(kafka_peer: KafkaPeer, bootstrap: str) -> dict[str, str]:
+    """Apache Kafka (the run's shared peer, with the oncelog test brokers' group settings) and the module's oncelog
+    broker."""
+    return {"kafka": kafka_peer.bootstrap, "oncelog": bootstrap}
 
 
 def run_both(brokers: dict[str, str], scenario: Callable[[str], Any]) -> tuple[Any, Any]:

@@ -1,5 +1,6 @@
-"""The Apache Kafka peer fixture (``support.kafka_peer``) on its failure path; its success path runs in
-``tests/bench/test_bench_smoke.py`` (P1 against Kafka) and by hand under the Java client tests."""
+"""The Apache Kafka peer fixture (``support.kafka_peer``) on its failure path; its success path is the test run's
+shared ``kafka_peer`` (``tests/conftest.py``: ``interop/test_differential.py`` and the bench smoke test's P1 against
+Kafka) and by hand under the Java client tests."""
 
 from __future__ import annotations
 

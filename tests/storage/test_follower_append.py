@@ -22,6 +22,7 @@ from oncelog.storage.errors import (
 from oncelog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from oncelog.storage.log import AppendOrigin, PartitionLog
 from support.killed_log import crash
+from support.opened_logs import OpenedLogs
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=200)
 COORD = AppendOrigin.COORDINATOR
@@ -42,18 +43,18 @@ def everything(log: PartitionLog) -> bytes:
     return log.read(log.log_start_offset, 1 << 24, max_offset=log.log_end_offset)
 
 
-def open_log(directory: Path, **kw) -> PartitionLog:
-    return PartitionLog.open(directory, CONFIG, **kw)
+def open_log(logs: OpenedLogs, directory: Path, **kw) -> PartitionLog:
+    return logs.open(directory, CONFIG, **kw)
 
 
 @pytest.fixture
-def leader(tmp_path: Path) -> PartitionLog:
-    return open_log(tmp_path / "leader" / "t-0")
+def leader(tmp_path: Path, logs: OpenedLogs) -> PartitionLog:
+    return open_log(logs, tmp_path / "leader" / "t-0")
 
 
 @pytest.fixture
-def follower(tmp_path: Path) -> PartitionLog:
-    return open_log(tmp_path / "follower" / "t-0")
+def follower(tmp_path: Path, logs: OpenedLogs) -> PartitionLog:
+    return open_log(logs, tmp_path / "follower" / "t-0")
 
 
 def test_follower_keeps_offsets_timestamps_and_epochs_and_records_the_epochs(
@@ -177,7 +178,7 @@ def test_producer_state_is_taken_without_checks_as_the_leader_checked(
 
 
 def test_transactions_and_markers_give_the_follower_the_leaders_last_stable_offset_and_txn_index(
-    leader: PartitionLog, follower: PartitionLog
+    leader: PartitionLog, follower: PartitionLog, logs: OpenedLogs
 ) -> None:
     leader.append(producer_data(1, 0, 2), now_ms=0)  # 0-1
     leader.append(producer_data(2, 0, 2), now_ms=0)  # 2-3
@@ -200,18 +201,20 @@ def test_transactions_and_markers_give_the_follower_the_leaders_last_stable_offs
         follower.append(producer_data(1, 3, 1, txn=False), now_ms=0)
     # The state survives a restart of the follower (snapshot + replay).
     follower.close()
-    again = open_log(follower.directory, clean_shutdown=True)
+    again = open_log(logs, follower.directory, clean_shutdown=True)
     assert again.last_stable_offset == 7
     assert again.collect_aborted_transactions(0, 9) == [(1, 0)]
 
 
-def test_checkpoint_survives_restart_and_follows_truncation(leader: PartitionLog, follower: PartitionLog) -> None:
+def test_checkpoint_survives_restart_and_follows_truncation(
+    leader: PartitionLog, follower: PartitionLog, logs: OpenedLogs
+) -> None:
     for i in range(10):
         leader.append(producer_data(4, 2 * i, 2, txn=False), now_ms=0)
     records = stamped(everything(leader), {0: 0, 6: 1, 12: 4})
     follower.append_as_follower(records, now_ms=0)
     follower.close()
-    follower = open_log(follower.directory, clean_shutdown=True)
+    follower = open_log(logs, follower.directory, clean_shutdown=True)
     assert follower.leader_epoch_cache.entries == [(0, 0), (1, 6), (4, 12)]
 
     follower.truncate_to(10)  # KIP-101: the divergent tail goes, with its epochs
@@ -225,10 +228,12 @@ def test_checkpoint_survives_restart_and_follows_truncation(leader: PartitionLog
     follower.truncate_to(6)
     assert follower.leader_epoch_cache.entries == [(0, 0)]
     follower.close()
-    assert open_log(follower.directory, clean_shutdown=True).leader_epoch_cache.entries == [(0, 0)]
+    assert open_log(logs, follower.directory, clean_shutdown=True).leader_epoch_cache.entries == [(0, 0)]
 
 
-def test_raising_the_log_start_moves_the_epoch_in_force_there(leader: PartitionLog, follower: PartitionLog) -> None:
+def test_raising_the_log_start_moves_the_epoch_in_force_there(
+    leader: PartitionLog, follower: PartitionLog, logs: OpenedLogs
+) -> None:
     for _ in range(12):
         leader.append(make_batch(3, value_size=40), now_ms=0)
     follower.append_as_follower(stamped(everything(leader), {0: 0, 9: 1, 24: 2}), now_ms=0)
@@ -237,32 +242,34 @@ def test_raising_the_log_start_moves_the_epoch_in_force_there(leader: PartitionL
     assert follower.leader_epoch_cache.entries == [(1, 12), (2, 24)]
     follower.delete_segments_below_start()
     follower.close()
-    again = open_log(follower.directory, clean_shutdown=True, log_start_offset=12)
+    again = open_log(logs, follower.directory, clean_shutdown=True, log_start_offset=12)
     assert again.leader_epoch_cache.entries == [(1, 12), (2, 24)]
 
 
-def test_a_missing_checkpoint_is_rebuilt_from_the_batches(leader: PartitionLog, follower: PartitionLog) -> None:
+def test_a_missing_checkpoint_is_rebuilt_from_the_batches(
+    leader: PartitionLog, follower: PartitionLog, logs: OpenedLogs
+) -> None:
     for _ in range(8):
         leader.append(make_batch(2), now_ms=0)
     follower.append_as_follower(stamped(everything(leader), {0: -1, 4: 3, 10: 7}), now_ms=0)
     follower.close()
     checkpoint = follower.directory / LEADER_EPOCH_CHECKPOINT
     checkpoint.unlink()
-    again = open_log(follower.directory, clean_shutdown=True)
+    again = open_log(logs, follower.directory, clean_shutdown=True)
     assert again.leader_epoch_cache.entries == [(3, 4), (7, 10)]
     assert checkpoint.read_text() == "0\n2\n3 4\n7 10\n"
 
     # A log written before epochs were stamped gets an empty checkpoint, so that it is not scanned again.
-    old = open_log(leader.directory.parent.parent / "old" / "t-0")
+    old = open_log(logs, leader.directory.parent.parent / "old" / "t-0")
     old.append_as_follower(stamped(everything(leader), {0: -1}), now_ms=0)
     old.close()
     assert not (old.directory / LEADER_EPOCH_CHECKPOINT).exists()
-    assert open_log(old.directory, clean_shutdown=True).leader_epoch_cache.entries == []
+    assert open_log(logs, old.directory, clean_shutdown=True).leader_epoch_cache.entries == []
     assert (old.directory / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n0\n"
 
 
 def test_epochs_written_before_data_lost_in_a_crash_are_dropped_on_recovery(
-    leader: PartitionLog, follower: PartitionLog
+    leader: PartitionLog, follower: PartitionLog, logs: OpenedLogs
 ) -> None:
     for _ in range(6):
         leader.append(make_batch(2), now_ms=0)
@@ -277,7 +284,7 @@ def test_epochs_written_before_data_lost_in_a_crash_are_dropped_on_recovery(
     # The unflushed tail never reached the disk.
     with open(follower.segments[-1].log_path, "r+b") as f:
         f.truncate(end - sum(h.size for _, h in headers[4:]))
-    again = open_log(follower.directory, recovery_point=8)
+    again = open_log(logs, follower.directory, recovery_point=8)
     assert again.log_end_offset == 8
     assert again.leader_epoch_cache.entries == [(0, 0)]
 
@@ -316,7 +323,7 @@ def test_a_new_leader_records_its_epoch_at_the_log_end_once(leader: PartitionLog
 
 
 def test_after_a_crash_the_followers_producer_state_and_epochs_are_recovered_from_its_batches(
-    leader: PartitionLog, follower: PartitionLog
+    leader: PartitionLog, follower: PartitionLog, logs: OpenedLogs
 ) -> None:
     leader.append(producer_data(1, 0, 2), now_ms=0)  # 0-1
     leader.append(producer_data(2, 0, 2), now_ms=0, leader_epoch=1)  # 2-3
@@ -326,7 +333,7 @@ def test_after_a_crash_the_followers_producer_state_and_epochs_are_recovered_fro
     follower.flush()  # the data is durable, not the snapshot or the cache's later changes
     crash(follower)
     (follower.directory / LEADER_EPOCH_CHECKPOINT).unlink()
-    again = open_log(follower.directory, recovery_point=0)  # every batch scanned again
+    again = open_log(logs, follower.directory, recovery_point=0)  # every batch scanned again
     again.update_high_watermark(again.log_end_offset)
     assert again.log_end_offset == 6
     assert again.leader_epoch_cache.entries == [(0, 0), (1, 2)]

@@ -20,8 +20,8 @@ from oncelog.storage.errors import (
     RecordTooLargeError,
     RecordValidationError,
 )
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.log_validator import DecompressionBudget, validate_append
+from support.opened_logs import OpenedLogs
 
 NOW = 1_700_000_000_000
 CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
@@ -126,11 +126,11 @@ def test_uncompressed_offset_deltas_not_in_order_list_every_record() -> None:
 
 
 @pytest.mark.parametrize("codec", CODECS[1:])
-def test_compressed_offset_deltas_not_in_order_are_reassigned(tmp_path, codec: int) -> None:
+def test_compressed_offset_deltas_not_in_order_are_reassigned(tmp_path, codec: int, logs: OpenedLogs) -> None:
     data = batch(record(0, value=b"a") + record(0, value=b"b") + record(0, value=b"c"), 3, codec=codec)
     [checked] = validate(data)
     assert checked.rebuild
-    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    log = logs.open(tmp_path / "t-0", LogConfig())
     result = log.append(data, now_ms=NOW)
     assert (result.first_offset, result.last_offset) == (0, 2)
     header, records = decode_batch(log.read(0, 1 << 20))
@@ -140,8 +140,10 @@ def test_compressed_offset_deltas_not_in_order_are_reassigned(tmp_path, codec: i
 
 
 @pytest.mark.parametrize("source", CODECS)
-def test_recompression_reassigns_offsets_and_never_raises_anything_else(tmp_path, source: int) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", LogConfig(compression_type="gzip"))
+def test_recompression_reassigns_offsets_and_never_raises_anything_else(
+    tmp_path, source: int, logs: OpenedLogs
+) -> None:
+    log = logs.open(tmp_path / "t-0", LogConfig(compression_type="gzip"))
     deltas = [0, 0, 0] if source else [0, 1, 2]  # an uncompressed batch must already be in order
     data = batch(b"".join(record(d, value=bytes([65 + i])) for i, d in enumerate(deltas)), 3, codec=source)
     log.append(data, now_ms=NOW)
@@ -153,10 +155,10 @@ def test_recompression_reassigns_offsets_and_never_raises_anything_else(tmp_path
     log.close()
 
 
-def test_recompressed_batch_above_max_message_bytes(tmp_path) -> None:
+def test_recompressed_batch_above_max_message_bytes(tmp_path, logs: OpenedLogs) -> None:
     big = bytes(range(256)) * 64  # incompressible for snappy's 32 KiB blocks once zstd squeezed it
     data = encode_batch([SimpleRecord(b"k", big, timestamp=NOW) for _ in range(64)], compression=Compression.ZSTD)
-    log = PartitionLog.open(tmp_path / "t-0", LogConfig(compression_type="uncompressed", max_message_bytes=100_000))
+    log = logs.open(tmp_path / "t-0", LogConfig(compression_type="uncompressed", max_message_bytes=100_000))
     with pytest.raises(RecordTooLargeError):
         log.append(data, now_ms=NOW)
     log.close()
@@ -255,14 +257,14 @@ def test_coordinator_batches_get_structural_checks_only() -> None:
 
 
 @pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
-def test_a_lying_max_timestamp_is_set_from_the_records(tmp_path, codec: int) -> None:
+def test_a_lying_max_timestamp_is_set_from_the_records(tmp_path, codec: int, logs: OpenedLogs) -> None:
     section = record(0, ts_delta=5) + record(1, ts_delta=40) + record(2, ts_delta=-3)
     data = bytearray(batch(section, 3, codec=codec))
     struct.pack_into(">q", data, 35, NOW + 10**9)  # maxTimestamp far ahead of every record (it holds retention)
     struct.pack_into(">I", data, CRC_POS, compute_crc(data, 0, len(data)))
     [checked] = validate(bytes(data))
     assert checked.max_timestamp_fixed and checked.header.max_timestamp == NOW + 40
-    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    log = logs.open(tmp_path / "t-0", LogConfig())
     assert log.append(bytes(data), now_ms=NOW).max_timestamp == NOW + 40
     header, records = decode_batch(log.read(0, 1 << 20))  # CRC checked
     assert header.max_timestamp == NOW + 40 and [r.timestamp for r in records] == [NOW + 5, NOW + 40, NOW - 3]

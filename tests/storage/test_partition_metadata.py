@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import KafkaStorageError
-from oncelog.storage.log_manager import LogManager
 from oncelog.storage.partition_metadata import (
     InconsistentTopicIdError,
     kafka_uuid_string,
@@ -17,6 +16,7 @@ from oncelog.storage.partition_metadata import (
     read_topic_id,
     record_topic_id,
 )
+from support.opened_logs import OpenedLogs
 
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
@@ -51,8 +51,8 @@ def test_a_file_kafka_would_not_read_is_a_storage_error(tmp_path: Path, text: st
         read_topic_id(tmp_path)
 
 
-def test_log_manager_records_ids_and_removes_another_topics_directory(tmp_path: Path) -> None:
-    manager = LogManager(tmp_path, LogConfig())
+def test_log_manager_records_ids_and_removes_another_topics_directory(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = logs.manager(tmp_path, LogConfig())
     manager.load(now_ms=0)
     manager.create("t", 0, topic_id=TOPIC_ID)
     manager.create("legacy", 0)  # no id: nothing recorded
@@ -65,7 +65,7 @@ def test_log_manager_records_ids_and_removes_another_topics_directory(tmp_path: 
 
     legacy_id, recreated_id = uuid.uuid4(), uuid.uuid4()
     current = {"t": recreated_id, "legacy": legacy_id}
-    reloaded = LogManager(tmp_path, LogConfig())
+    reloaded = logs.manager(tmp_path, LogConfig())
     reloaded.load(now_ms=0, topic_id_for=current.get)
     assert set(reloaded.all_logs()) == {("legacy", 0)}
     assert sorted(p.name for p in reloaded.strays_removed) == ["gone-0", "t-0"]

@@ -18,6 +18,7 @@ from oncelog.storage.errors import InvalidRecordError, StorageError
 from oncelog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from oncelog.storage.log import PartitionLog
 from support.killed_log import crash
+from support.opened_logs import OpenedLogs
 
 COMPACT = LogConfig(segment_bytes=1200, index_interval_bytes=200, cleanup_policy=("compact",))
 DAY_MS = 86_400_000
@@ -97,8 +98,8 @@ def write_random(
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_a_pass_keeps_each_keys_latest_record_at_its_offset(tmp_path: Path, seed: int) -> None:
-    log = PartitionLog.open(tmp_path / "c-0", COMPACT)
+def test_a_pass_keeps_each_keys_latest_record_at_its_offset(tmp_path: Path, seed: int, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "c-0", COMPACT)
     written = write_random(log, 150, seed)
     segments_before = len(log.segments)
     active_base = log.active_segment.base_offset
@@ -117,13 +118,13 @@ def test_a_pass_keeps_each_keys_latest_record_at_its_offset(tmp_path: Path, seed
     # The files are the log: a recovery from scratch and a trusted reload read the same.
     log.close()
     for clean in (False, True):
-        again = PartitionLog.open(log.directory, COMPACT, recovery_point=0, clean_shutdown=clean)
+        again = logs.open(log.directory, COMPACT, recovery_point=0, clean_shutdown=clean)
         assert contents(again) == want
         again.close()
 
 
-def test_a_second_pass_waits_for_a_newly_closed_segment(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "c-0", COMPACT)
+def test_a_second_pass_waits_for_a_newly_closed_segment(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "c-0", COMPACT)
     write_random(log, 100, seed=7)
     first = compact(log)
     upper = first[-1].upper
@@ -133,8 +134,8 @@ def test_a_second_pass_waits_for_a_newly_closed_segment(tmp_path: Path) -> None:
     assert compact(log, first_dirty=upper) != []
 
 
-def test_tombstones_go_once_older_than_delete_retention(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", COMPACT)
+def test_tombstones_go_once_older_than_delete_retention(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "t-0", COMPACT)
     append(log, [(b"a", b"1"), (b"b", b"1")], ts=NOW_MS - 2 * DAY_MS)
     append(log, [(b"a", None)], ts=NOW_MS - 2 * DAY_MS)  # the tombstone of a
     log.roll()
@@ -154,8 +155,8 @@ def end_txn(log: PartitionLog, producer_id: int, *, commit: bool, ts: int = NOW_
     return log.append(data, now_ms=ts, origin=AppendOrigin.COORDINATOR).first_offset
 
 
-def test_a_tombstone_stays_while_a_producers_last_batch_holds_its_key(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "g-0", COMPACT)
+def test_a_tombstone_stays_while_a_producers_last_batch_holds_its_key(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "g-0", COMPACT)
     old = NOW_MS - 2 * DAY_MS
     append(log, [(b"g", b"committed offset")], ts=old, producer_id=5, producer_epoch=0, base_sequence=0,
            transactional=True)  # fmt: skip
@@ -172,8 +173,10 @@ def test_a_tombstone_stays_while_a_producers_last_batch_holds_its_key(tmp_path: 
     assert marker_offsets(log) == [1]
 
 
-def test_idempotent_batches_are_cleaned_keeping_offsets_sequences_and_each_producers_last(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "p-0", COMPACT)
+def test_idempotent_batches_are_cleaned_keeping_offsets_sequences_and_each_producers_last(
+    tmp_path: Path, logs: OpenedLogs
+) -> None:
+    log = logs.open(tmp_path / "p-0", COMPACT)
     idempotent = dict(producer_id=7, producer_epoch=0)
     append(log, [(b"a", b"plain"), (b"b", b"plain")])
     append(log, [(b"a", b"idem-0"), (b"x", b"idem-0"), (b"y", b"idem-0")], base_sequence=0, **idempotent)
@@ -200,13 +203,13 @@ def test_idempotent_batches_are_cleaned_keeping_offsets_sequences_and_each_produ
     crash(log)
     for snapshot in log.directory.glob("*.snapshot"):
         snapshot.unlink()  # producer state comes back from the compacted batches alone
-    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    again = logs.open(log.directory, COMPACT, recovery_point=0)
     assert again.producer_state.last_entry(7).last_seq == 3
     assert again.append(retried, now_ms=NOW_MS).duplicate  # a retry of the last batch is still known
 
 
-def test_aborted_batches_go_and_markers_follow_once_their_data_is_gone(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "x-0", COMPACT)
+def test_aborted_batches_go_and_markers_follow_once_their_data_is_gone(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "x-0", COMPACT)
     old = NOW_MS - 2 * DAY_MS
     txn = dict(producer_id=8, producer_epoch=0, transactional=True)
     append(log, [(b"c", b"aborted")], ts=old, base_sequence=0, **txn)  # 0
@@ -234,14 +237,14 @@ def test_aborted_batches_go_and_markers_follow_once_their_data_is_gone(tmp_path:
     crash(log)
     for snapshot in log.directory.glob("*.snapshot"):
         snapshot.unlink()
-    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    again = logs.open(log.directory, COMPACT, recovery_point=0)
     again.update_high_watermark(again.log_end_offset)
     assert again.last_stable_offset == again.log_end_offset  # no transaction looks open
     assert again.producer_state.last_entry(8).last_seq == 4
 
 
-def test_markers_and_aborted_data_stay_until_delete_retention(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "r-0", COMPACT)
+def test_markers_and_aborted_data_stay_until_delete_retention(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "r-0", COMPACT)
     txn = dict(producer_id=3, producer_epoch=0, transactional=True)
     append(log, [(b"a", b"aborted")], base_sequence=0, **txn)
     end_txn(log, 3, commit=False)
@@ -256,8 +259,8 @@ def test_markers_and_aborted_data_stay_until_delete_retention(tmp_path: Path) ->
     assert marker_offsets(log) == [1, 3]
 
 
-def test_a_range_stops_below_an_open_transaction(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "o-0", COMPACT)
+def test_a_range_stops_below_an_open_transaction(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "o-0", COMPACT)
     append(log, [(b"a", b"1")])
     append(log, [(b"a", b"2")])
     log.roll()
@@ -275,15 +278,17 @@ def test_a_range_stops_below_an_open_transaction(tmp_path: Path) -> None:
                              (5, b"z", b"active")]  # fmt: skip
 
 
-def _prepare(tmp_path: Path) -> tuple[PartitionLog, list, list]:
-    log = PartitionLog.open(tmp_path / "k-0", COMPACT)
+def _prepare(logs: OpenedLogs, tmp_path: Path) -> tuple[PartitionLog, list, list]:
+    log = logs.open(tmp_path / "k-0", COMPACT)
     written = write_random(log, 120, seed=11)
     log.flush()
     return log, written, expected_after(written, log.active_segment.base_offset)
 
 
-def test_a_crash_before_the_swap_is_durable_keeps_the_old_segments(tmp_path: Path, monkeypatch) -> None:
-    log, written, _ = _prepare(tmp_path)
+def test_a_crash_before_the_swap_is_durable_keeps_the_old_segments(
+    tmp_path: Path, monkeypatch, logs: OpenedLogs
+) -> None:
+    log, written, _ = _prepare(logs, tmp_path)
 
     def crash_at_rename(src, dst):
         raise OSError("killed before the rename")
@@ -295,15 +300,17 @@ def test_a_crash_before_the_swap_is_durable_keeps_the_old_segments(tmp_path: Pat
     assert any(name.endswith(".log.cleaned") for name in files(log))
     crash(log)
 
-    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    again = logs.open(log.directory, COMPACT, recovery_point=0)
     assert contents(again) == written
     assert files(again) == segment_files(again)
 
 
 @pytest.mark.parametrize("files_removed", [0, 1, 2, 5, 30])
-def test_a_crash_after_the_swap_is_durable_completes_it_on_load(tmp_path: Path, monkeypatch, files_removed) -> None:
+def test_a_crash_after_the_swap_is_durable_completes_it_on_load(
+    tmp_path: Path, monkeypatch, files_removed, logs: OpenedLogs
+) -> None:
     """Killed inside ``complete_swap`` after it removed ``files_removed`` of the old segments' files."""
-    log, written, want = _prepare(tmp_path)
+    log, written, want = _prepare(logs, tmp_path)
     unlink = Path.unlink
     removed = []
 
@@ -321,14 +328,14 @@ def test_a_crash_after_the_swap_is_durable_completes_it_on_load(tmp_path: Path, 
     upper = int(swap.removesuffix(".log.swap").split("-")[1])
     crash(log)
 
-    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    again = logs.open(log.directory, COMPACT, recovery_point=0)
     assert files(again) == segment_files(again)
     # The interrupted group and those before it are compacted; the pass never reached the later ones.
     assert contents(again) == [r for r in want if r[0] < upper] + [r for r in written if r[0] >= upper]
 
 
-def test_a_segment_with_aborted_transactions_keeps_its_index(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "a-0", LogConfig(segment_bytes=400, cleanup_policy=("compact",)))
+def test_a_segment_with_aborted_transactions_keeps_its_index(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "a-0", LogConfig(segment_bytes=400, cleanup_policy=("compact",)))
     for i in range(6):
         append(log, [(b"k", b"plain %d" % i)])
     txn = dict(producer_id=9, producer_epoch=0, transactional=True)
@@ -345,13 +352,15 @@ def test_a_segment_with_aborted_transactions_keeps_its_index(tmp_path: Path) -> 
 
     assert log.collect_aborted_transactions(0, log.log_end_offset) == aborted_before
     log.close()
-    again = PartitionLog.open(log.directory, log.config, clean_shutdown=True)
+    again = logs.open(log.directory, log.config, clean_shutdown=True)
     assert again.collect_aborted_transactions(0, again.log_end_offset) == aborted_before
     assert [v for _, k, v in contents(again) if k == b"t"] == [b"aborted"]
 
 
-def test_a_range_that_keeps_nothing_leaves_an_empty_segment_and_reads_go_past_it(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "e-0", COMPACT)
+def test_a_range_that_keeps_nothing_leaves_an_empty_segment_and_reads_go_past_it(
+    tmp_path: Path, logs: OpenedLogs
+) -> None:
+    log = logs.open(tmp_path / "e-0", COMPACT)
     old = NOW_MS - 2 * DAY_MS
     for i in range(10):
         append(log, [(b"a", b"%d" % i), (b"b", b"%d" % i)], ts=old)
@@ -363,12 +372,12 @@ def test_a_range_that_keeps_nothing_leaves_an_empty_segment_and_reads_go_past_it
     assert contents(log, 0) == contents(log, 22)
     assert [os.path.getsize(s.log_path) for s in log.segments[:-1]] == [0]
     log.close()
-    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    again = logs.open(log.directory, COMPACT, recovery_point=0)
     assert contents(again, 0) == [(22, b"c", b"active")]
 
 
-def test_emptied_segments_merge_into_the_next_kept_record(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "m-0", COMPACT)
+def test_emptied_segments_merge_into_the_next_kept_record(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "m-0", COMPACT)
     for i in range(40):
         append(log, [(b"same", b"%d" % i)])
     log.roll()
@@ -380,18 +389,18 @@ def test_emptied_segments_merge_into_the_next_kept_record(tmp_path: Path) -> Non
     assert len(log.segments) == 2
 
 
-def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "n-0", COMPACT)
+def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "n-0", COMPACT)
     append(log, [(b"k", b"1")])
     with pytest.raises(InvalidRecordError, match="without key"):
         append(log, [(b"k", b"2"), (None, b"no key")], compression=1)
     assert contents(log) == [(0, b"k", b"1")]  # nothing of the refused batch was written
-    plain = PartitionLog.open(tmp_path / "d-0", LogConfig())
+    plain = logs.open(tmp_path / "d-0", LogConfig())
     append(plain, [(None, b"fine here")])
 
 
-def test_records_without_a_key_go_once_a_log_is_switched_to_compaction(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "s-0", LogConfig(segment_bytes=1200))
+def test_records_without_a_key_go_once_a_log_is_switched_to_compaction(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "s-0", LogConfig(segment_bytes=1200))
     append(log, [(None, b"plain, no key"), (b"k", b"1")])
     append(log, [(None, b"idempotent, its producer's last")], producer_id=6, producer_epoch=0, base_sequence=0)
     log.roll()
@@ -414,8 +423,8 @@ def _job(log: PartitionLog) -> tuple[list, dict]:
     return cleanable, {**job, "parent": os.getppid()}  # run here, as if this process were the broker's child
 
 
-def test_the_compaction_process_reports_what_the_broker_installs(tmp_path: Path) -> None:
-    log, _, want = _prepare(tmp_path)
+def test_the_compaction_process_reports_what_the_broker_installs(tmp_path: Path, logs: OpenedLogs) -> None:
+    log, _, want = _prepare(logs, tmp_path)
     cleanable, job = _job(log)
     report = cleaner_process.run(job)
     groups = cleaner.open_cleaned(cleanable, [tuple(g) for g in report["groups"]], log.config)
@@ -425,8 +434,8 @@ def test_the_compaction_process_reports_what_the_broker_installs(tmp_path: Path)
     assert files(log) == segment_files(log)
 
 
-def test_the_compaction_process_refuses_a_directory_it_does_not_expect(tmp_path: Path) -> None:
-    log, written, _ = _prepare(tmp_path)
+def test_the_compaction_process_refuses_a_directory_it_does_not_expect(tmp_path: Path, logs: OpenedLogs) -> None:
+    log, written, _ = _prepare(logs, tmp_path)
     _, job = _job(log)
     with pytest.raises(RuntimeError, match="no segment files"):
         cleaner_process.run({**job, "bases": [*job["bases"], 10**6]})
@@ -437,8 +446,8 @@ def test_the_compaction_process_refuses_a_directory_it_does_not_expect(tmp_path:
     assert contents(log) == written
 
 
-def test_a_group_installs_only_over_the_segments_it_was_made_from(tmp_path: Path) -> None:
-    log, _, want = _prepare(tmp_path)
+def test_a_group_installs_only_over_the_segments_it_was_made_from(tmp_path: Path, logs: OpenedLogs) -> None:
+    log, _, want = _prepare(logs, tmp_path)
     log.update_high_watermark(log.log_end_offset)
     groups = cleaner.clean_range(*cleaner.compaction_range(log.segments, log.high_watermark, 0), log.config,
                                  now_ms=NOW_MS)  # fmt: skip
@@ -450,20 +459,22 @@ def test_a_group_installs_only_over_the_segments_it_was_made_from(tmp_path: Path
     assert contents(log) == want
 
 
-def test_the_compaction_process_stops_before_a_swap_once_its_broker_is_gone(tmp_path: Path) -> None:
-    log, written, _ = _prepare(tmp_path)
+def test_the_compaction_process_stops_before_a_swap_once_its_broker_is_gone(tmp_path: Path, logs: OpenedLogs) -> None:
+    log, written, _ = _prepare(logs, tmp_path)
     _, job = _job(log)
     before = {name: (log.directory / name).read_bytes() for name in files(log) if name.endswith(".log")}
     assert cleaner_process.run({**job, "parent": -1}) == {"groups": [], "error": None}
     assert {name: (log.directory / name).read_bytes() for name in files(log) if name.endswith(".log")} == before
     crash(log)
-    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    again = logs.open(log.directory, COMPACT, recovery_point=0)
     assert contents(again) == written
     assert files(again) == segment_files(again)
 
 
-def test_a_pass_that_fails_part_way_reports_the_groups_it_swapped_in(tmp_path: Path, monkeypatch) -> None:
-    log = PartitionLog.open(tmp_path / "f-0", COMPACT)
+def test_a_pass_that_fails_part_way_reports_the_groups_it_swapped_in(
+    tmp_path: Path, monkeypatch, logs: OpenedLogs
+) -> None:
+    log = logs.open(tmp_path / "f-0", COMPACT)
     written = write_random(log, 200, seed=3, keys=200)  # many keys: what is kept still fills several groups
     want = expected_after(written, log.active_segment.base_offset)
     cleanable, job = _job(log)
@@ -490,11 +501,11 @@ def test_a_pass_that_fails_part_way_reports_the_groups_it_swapped_in(tmp_path: P
 
 @pytest.mark.parametrize("files_removed", [0, 1, 4])
 def test_the_groups_of_a_pass_killed_part_way_are_found_and_installed(
-    tmp_path: Path, monkeypatch, files_removed
+    tmp_path: Path, monkeypatch, files_removed, logs: OpenedLogs
 ) -> None:
     """The compaction process dies inside its third swap, after removing ``files_removed`` old files: the broker,
     with no report, finishes that swap and installs all three groups over the segments it still has open."""
-    log = PartitionLog.open(tmp_path / "d-0", COMPACT)
+    log = logs.open(tmp_path / "d-0", COMPACT)
     written = write_random(log, 200, seed=3, keys=200)
     want = expected_after(written, log.active_segment.base_offset)
     log.update_high_watermark(log.log_end_offset)
@@ -525,18 +536,20 @@ def test_the_groups_of_a_pass_killed_part_way_are_found_and_installed(
     assert contents(log) == below
     assert files(log) == segment_files(log)
     crash(log)
-    again = PartitionLog.open(log.directory, COMPACT, recovery_point=0)
+    again = logs.open(log.directory, COMPACT, recovery_point=0)
     assert contents(again) == below
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_random_producers_and_transactions_keep_every_keys_latest_visible_record(tmp_path: Path, seed: int) -> None:
+def test_random_producers_and_transactions_keep_every_keys_latest_visible_record(
+    tmp_path: Path, seed: int, logs: OpenedLogs
+) -> None:
     """Plain, idempotent and transactional writers interleaved, passes in between: after every pass, and after a
     reload without producer snapshots, every key's latest visible record is there at its offset, no aborted record
     is (but in its producer's last batch), every transactional record still has its marker, and producer state
     comes back whole."""
     rng = random.Random(seed)
-    log = PartitionLog.open(tmp_path / "m-0", LogConfig(segment_bytes=600, cleanup_policy=("compact",)))
+    log = logs.open(tmp_path / "m-0", LogConfig(segment_bytes=600, cleanup_policy=("compact",)))
     old = NOW_MS - 2 * DAY_MS
     written: dict[int, tuple[bytes, bytes]] = {}
     txn_of: dict[int, tuple[int, int]] = {}  # offset -> (producer id, its transaction's first offset)
@@ -617,17 +630,17 @@ def test_random_producers_and_transactions_keep_every_keys_latest_visible_record
     crash(log)
     for snapshot in log.directory.glob("*.snapshot"):
         snapshot.unlink()
-    again = PartitionLog.open(log.directory, log.config, recovery_point=0)
+    again = logs.open(log.directory, log.config, recovery_point=0)
     again.update_high_watermark(again.log_end_offset)
     check(again, settled=True)
     assert again.last_stable_offset == again.log_end_offset
     assert {pid: (e.epoch, e.last_seq) for pid, e in again.producer_state.producers.items()} == states
 
 
-def _aborted_in_every_segment(tmp_path: Path) -> PartitionLog:
+def _aborted_in_every_segment(logs: OpenedLogs, tmp_path: Path) -> PartitionLog:
     """Three segments, each with an aborted transaction of producer 1; producer 2's last transaction, in the
     third, is aborted too (its batch stays whole: it is the producer's last)."""
-    log = PartitionLog.open(tmp_path / "i-0", COMPACT)
+    log = logs.open(tmp_path / "i-0", COMPACT)
     old = NOW_MS - 2 * DAY_MS
     for i in range(3):
         append(log, [(b"a", b"aborted %d" % i)], ts=old, producer_id=1, producer_epoch=0, base_sequence=2 * i,
@@ -645,8 +658,10 @@ def _aborted_in_every_segment(tmp_path: Path) -> PartitionLog:
     return log
 
 
-def test_segments_with_aborted_transactions_merge_keeping_the_entries_still_needed(tmp_path: Path) -> None:
-    log = _aborted_in_every_segment(tmp_path)
+def test_segments_with_aborted_transactions_merge_keeping_the_entries_still_needed(
+    tmp_path: Path, logs: OpenedLogs
+) -> None:
+    log = _aborted_in_every_segment(logs, tmp_path)
     assert [len(s.txn_index.entries) for s in log.segments] == [1, 1, 2, 0]
 
     compact(log)  # the aborted batches go; their markers (and index entries) stay one pass longer
@@ -658,16 +673,16 @@ def test_segments_with_aborted_transactions_merge_keeping_the_entries_still_need
     assert log.collect_aborted_transactions(0, log.log_end_offset) == [(2, 12)]
     assert contents(log) == [(10, b"a", b"kept 2"), (12, b"b", b"aborted, last"), (14, b"z", b"active")]
     log.close()
-    again = PartitionLog.open(log.directory, COMPACT, clean_shutdown=True)
+    again = logs.open(log.directory, COMPACT, clean_shutdown=True)
     assert again.collect_aborted_transactions(0, again.log_end_offset) == [(2, 12)]
 
 
 @pytest.mark.parametrize("dies_at", ["replace", "rename"])
 def test_a_crash_inside_a_swap_with_a_merged_txn_index_completes_both_on_load(
-    tmp_path: Path, monkeypatch, dies_at: str
+    tmp_path: Path, monkeypatch, dies_at: str, logs: OpenedLogs
 ) -> None:
     """Killed before the merged ``.txnindex`` or the swap file is moved into place: loading finishes the rest."""
-    log = _aborted_in_every_segment(tmp_path)
+    log = _aborted_in_every_segment(logs, tmp_path)
     real = getattr(cleaner.os, dies_at)
 
     def dies(src, dst) -> None:
@@ -681,7 +696,7 @@ def test_a_crash_inside_a_swap_with_a_merged_txn_index_completes_both_on_load(
     monkeypatch.undo()
     log.close()
 
-    again = PartitionLog.open(log.directory, COMPACT, clean_shutdown=True)  # indexes read, not rebuilt
+    again = logs.open(log.directory, COMPACT, clean_shutdown=True)  # indexes read, not rebuilt
     assert files(again) == segment_files(again)
     assert [len(s.txn_index.entries) for s in again.segments] == [4, 0]
     assert again.collect_aborted_transactions(0, again.log_end_offset) == [(1, 0), (1, 4), (1, 8), (2, 12)]

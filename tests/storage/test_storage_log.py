@@ -20,12 +20,13 @@ from oncelog.storage.errors import (
     RecordTooLargeError,
 )
 from oncelog.storage.log import PartitionLog, parse_log_dir_name
+from support.opened_logs import OpenedLogs
 
 SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=300)
 
 
-def open_log(tmp_path: Path, config: LogConfig = SMALL, name: str = "t-0", **kw) -> PartitionLog:
-    return PartitionLog.open(tmp_path / name, config, **kw)
+def open_log(logs: OpenedLogs, tmp_path: Path, config: LogConfig = SMALL, name: str = "t-0", **kw) -> PartitionLog:
+    return logs.open(tmp_path / name, config, **kw)
 
 
 def offsets_of(data: bytes) -> list[tuple[int, int]]:
@@ -45,8 +46,8 @@ def test_dir_name_split_on_last_dash() -> None:
         parse_log_dir_name("nodash")
 
 
-def test_append_assigns_offsets_and_rewrites_header(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_append_assigns_offsets_and_rewrites_header(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     batch = bytearray(make_batch(3, base_offset=77))
     batch[12:16] = b"\xff" * 4  # producers send partitionLeaderEpoch -1
     r1 = log.append(batch, now_ms=0)
@@ -64,8 +65,8 @@ def test_append_assigns_offsets_and_rewrites_header(tmp_path: Path) -> None:
     assert log.read(9, 100) == b""
 
 
-def test_read_across_segments_and_offsets_inside_batches(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_read_across_segments_and_offsets_inside_batches(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     fill(log, 60)
     assert len(log.segments) >= 3
     end = log.log_end_offset
@@ -84,8 +85,8 @@ def test_read_across_segments_and_offsets_inside_batches(tmp_path: Path) -> None
     assert log.read(0, 5, min_one_batch=False) == b""
 
 
-def test_out_of_range_reads(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_out_of_range_reads(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     fill(log, 2)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(7, 100)
@@ -93,8 +94,8 @@ def test_out_of_range_reads(tmp_path: Path) -> None:
         log.read(-1, 100)
 
 
-def test_index_entries_every_interval(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(index_interval_bytes=300))
+def test_index_entries_every_interval(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(index_interval_bytes=300))
     fill(log, 40)
     seg = log.active_segment
     size = parse_header(log.read(0, 1)).size
@@ -115,8 +116,8 @@ def test_index_entries_every_interval(tmp_path: Path) -> None:
     assert seg.offset_index.lookup(0) == 0
 
 
-def test_roll_by_size(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_roll_by_size(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     fill(log, 30)
     for seg in log.segments:
         assert seg.size <= 2000
@@ -131,8 +132,8 @@ def _log_file_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.glob("*.log"))
 
 
-def test_size_in_bytes_is_the_log_files_bytes(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_size_in_bytes_is_the_log_files_bytes(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     assert log.size_in_bytes == 0
     fill(log, 30)
     assert len(log.segments) > 1
@@ -140,23 +141,23 @@ def test_size_in_bytes_is_the_log_files_bytes(tmp_path: Path) -> None:
     log.truncate_to(10)
     assert log.size_in_bytes == _log_file_bytes(tmp_path / "t-0")
     log.close()
-    assert PartitionLog.open(tmp_path / "t-0", SMALL, clean_shutdown=True).size_in_bytes == _log_file_bytes(
-        tmp_path / "t-0"
-    )
+    assert logs.open(tmp_path / "t-0", SMALL, clean_shutdown=True).size_in_bytes == _log_file_bytes(tmp_path / "t-0")
 
 
 @pytest.mark.parametrize(("policy", "rolled"), [(("compact",), True), (("delete",), False)])
-def test_max_compaction_lag_rolls_a_compacted_log(tmp_path: Path, policy: tuple[str, ...], rolled: bool) -> None:
+def test_max_compaction_lag_rolls_a_compacted_log(
+    tmp_path: Path, policy: tuple[str, ...], rolled: bool, logs: OpenedLogs
+) -> None:
     """Kafka's LogConfig.maxSegmentMs: a compacted log's active segment rolls once older than max.compaction.lag.ms
     (below segment.ms), so the compactor may clean its records; other logs keep segment.ms."""
-    log = open_log(tmp_path, LogConfig(segment_ms=10**9, max_compaction_lag_ms=1000, cleanup_policy=policy))
+    log = open_log(logs, tmp_path, LogConfig(segment_ms=10**9, max_compaction_lag_ms=1000, cleanup_policy=policy))
     log.append(encode_batch([SimpleRecord(b"k", b"v", (), 5000)]), now_ms=5000)
     log.append(encode_batch([SimpleRecord(b"k", b"w", (), 6001)]), now_ms=6001)
     assert [s.base_offset for s in log.segments] == ([0, 1] if rolled else [0])
 
 
-def test_roll_by_time(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(segment_ms=1000))
+def test_roll_by_time(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(segment_ms=1000))
     log.append(make_batch(1, timestamp=5000), now_ms=5000)
     log.append(make_batch(1, timestamp=5500), now_ms=5500)
     assert len(log.segments) == 1
@@ -170,8 +171,8 @@ def test_roll_by_time(tmp_path: Path) -> None:
     assert len(log.segments) == 3
 
 
-def test_roll_when_index_full(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(index_interval_bytes=1, max_index_size=24))  # 3 offset entries
+def test_roll_when_index_full(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(index_interval_bytes=1, max_index_size=24))  # 3 offset entries
     fill(log, 12, count=1)
     for seg in log.segments:
         assert seg.offset_index.entries <= 3
@@ -179,8 +180,8 @@ def test_roll_when_index_full(tmp_path: Path) -> None:
     assert offsets_of(log.read(0, 10**9)) == [(i, i) for i in range(12)]
 
 
-def test_multi_batch_append_is_all_or_nothing(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_multi_batch_append_is_all_or_nothing(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     fill(log, 1)
     bad = bytearray(make_batch(2))
     bad[-1] ^= 0xFF
@@ -195,14 +196,16 @@ def test_multi_batch_append_is_all_or_nothing(tmp_path: Path) -> None:
     with pytest.raises(InvalidRecordError):
         log.append(b"", now_ms=0)
     with pytest.raises(RecordTooLargeError):
-        open_log(tmp_path, LogConfig(max_message_bytes=100), name="u-0").append(make_batch(1, value_size=200), now_ms=0)
+        open_log(logs, tmp_path, LogConfig(max_message_bytes=100), name="u-0").append(
+            make_batch(1, value_size=200), now_ms=0
+        )
     assert log.log_end_offset == 3
     assert log.active_segment.size == len(make_batch(3))
     assert offsets_of(log.read(0, 10**9)) == [(0, 2)]
 
 
-def test_offset_for_timestamp(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_offset_for_timestamp(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     for i in range(50):
         log.append(make_batch(2, timestamp=1000 + 10 * i), now_ms=0)
     assert len(log.segments) > 2
@@ -214,21 +217,23 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert log.offset_for_timestamp(1490) == (98, 1490)
     assert log.offset_for_timestamp(1491) is None
     # out-of-order timestamps: first batch whose max timestamp is >= target
-    log2 = open_log(tmp_path, name="v-0")
+    log2 = open_log(logs, tmp_path, name="v-0")
     for ts in (100, 500, 200, 600, 300):
         log2.append(make_batch(1, timestamp=ts), now_ms=0)
     assert log2.offset_for_timestamp(250) == (1, 500)
     assert log2.offset_for_timestamp(550) == (3, 600)
     assert log2.max_timestamp_offset() == (3, 600)
     assert log.max_timestamp_offset() == (98, 1490)
-    assert open_log(tmp_path, name="empty-0").max_timestamp_offset() is None
+    assert open_log(logs, tmp_path, name="empty-0").max_timestamp_offset() is None
 
 
 @pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4])
-def test_offset_for_timestamp_answers_the_first_record_that_reaches_it(tmp_path: Path, codec: int) -> None:
+def test_offset_for_timestamp_answers_the_first_record_that_reaches_it(
+    tmp_path: Path, codec: int, logs: OpenedLogs
+) -> None:
     """Kafka's FileRecords.searchForTimestamp: the first record of the batch whose timestamp is >= the target, with
     that record's timestamp, not the batch's base offset and max timestamp."""
-    log = open_log(tmp_path)
+    log = open_log(logs, tmp_path)
     now = 1_000_000_000_000
     log.append(encode_batch([SimpleRecord(b"k", b"v", (), 10)]), now_ms=now)
     stamps = (1, 999_999_999_999, 5, 1_000_000_000_000)
@@ -239,15 +244,15 @@ def test_offset_for_timestamp_answers_the_first_record_that_reaches_it(tmp_path:
     assert log.offset_for_timestamp(11) == (2, 999_999_999_999)  # offset 1 (timestamp 1) does not reach 11
     assert log.offset_for_timestamp(1) == (0, 10)
     # ListOffsets -3: the first record carrying the largest timestamp (RecordBatch.offsetOfMaxTimestamp)
-    peak = open_log(tmp_path, name="peak-0")
+    peak = open_log(logs, tmp_path, name="peak-0")
     peak.append(
         encode_batch([SimpleRecord(b"k", b"v", (), ts) for ts in (7, now, 8, now)], compression=codec), now_ms=now
     )
     assert peak.max_timestamp_offset() == (1, now)
 
 
-def test_retention_by_time(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(segment_bytes=2000, index_interval_bytes=300, retention_ms=1000))
+def test_retention_by_time(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(segment_bytes=2000, index_interval_bytes=300, retention_ms=1000))
     for i in range(40):
         log.append(make_batch(3, timestamp=1000 * i), now_ms=1000 * i)
     n = len(log.segments)
@@ -265,16 +270,16 @@ def test_retention_by_time(tmp_path: Path) -> None:
     assert len(log.segments) == 1
 
 
-def test_retention_respects_high_watermark(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(segment_bytes=2000, retention_ms=0))
+def test_retention_respects_high_watermark(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(segment_bytes=2000, retention_ms=0))
     fill(log, 30)
     log.update_high_watermark(log.segments[1].base_offset)
     assert log.enforce_retention(10**12) == 1
     assert log.log_start_offset == log.segments[0].base_offset
 
 
-def test_retention_by_size(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(segment_bytes=2000, retention_ms=-1, retention_bytes=3000))
+def test_retention_by_size(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(segment_bytes=2000, retention_ms=-1, retention_bytes=3000))
     fill(log, 80)
     log.update_high_watermark(log.log_end_offset)
     deleted = log.enforce_retention(0)
@@ -288,10 +293,10 @@ def test_retention_by_size(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("policy", "deletes"), [(("compact",), False), (("compact", "delete"), True)])
 def test_retention_deletes_only_when_the_cleanup_policy_says_delete(
-    tmp_path: Path, policy: tuple[str, ...], deletes: bool
+    tmp_path: Path, policy: tuple[str, ...], deletes: bool, logs: OpenedLogs
 ) -> None:
     config = LogConfig(segment_bytes=2000, retention_ms=0, retention_bytes=0, cleanup_policy=policy)
-    log = open_log(tmp_path, config)
+    log = open_log(logs, tmp_path, config)
     for i in range(30):  # keyed: a compacted log refuses records without a key
         log.append(encode_batch([SimpleRecord(b"key-%d" % i, bytes(60), (), 1000 + i)]), now_ms=1000 + i)
     log.update_high_watermark(log.log_end_offset)
@@ -300,8 +305,8 @@ def test_retention_deletes_only_when_the_cleanup_policy_says_delete(
     assert log.log_start_offset == (log.segments[0].base_offset if deletes else 0)
 
 
-def test_truncate_to(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_truncate_to(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     fill(log, 40)
     seg_bases = [s.base_offset for s in log.segments]
     target = seg_bases[2] + 7  # mid-segment, mid-batch (batches hold 3 offsets)
@@ -309,7 +314,7 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert log.log_end_offset == target - 1  # cut at the start of the batch holding the offset
     assert [s.base_offset for s in log.segments] == seg_bases[:3]
     assert offsets_of(log.read(0, 10**9))[-1][1] == target - 2
-    reference = open_log(tmp_path, name="ref-0")
+    reference = open_log(logs, tmp_path, name="ref-0")
     fill(reference, (target - 1) // 3)
     seg, ref = log.active_segment, reference.segments[-1]
     assert seg.size == ref.size
@@ -323,11 +328,11 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert log.append(make_batch(2), now_ms=0).first_offset == 0
 
 
-def test_truncate_rebuilt_index_matches_fresh_appends(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(index_interval_bytes=200))
+def test_truncate_rebuilt_index_matches_fresh_appends(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(index_interval_bytes=200))
     fill(log, 30)
     log.truncate_to(45)
-    ref = open_log(tmp_path, LogConfig(index_interval_bytes=200), name="ref-0")
+    ref = open_log(logs, tmp_path, LogConfig(index_interval_bytes=200), name="ref-0")
     fill(ref, 15)
     a, b = log.active_segment, ref.active_segment
     assert a.offset_index.data == b.offset_index.data and a.time_index.data == b.time_index.data
@@ -337,10 +342,10 @@ def test_truncate_rebuilt_index_matches_fresh_appends(tmp_path: Path) -> None:
     assert a.time_index.path.read_bytes() == b.time_index.path.read_bytes()
 
 
-def test_index_entries_reach_the_file_in_page_sized_writes_and_at_roll(tmp_path: Path) -> None:
+def test_index_entries_reach_the_file_in_page_sized_writes_and_at_roll(tmp_path: Path, logs: OpenedLogs) -> None:
     from oncelog.storage.index_file import WRITE_BATCH_BYTES
 
-    log = open_log(tmp_path, LogConfig(segment_bytes=1 << 20, index_interval_bytes=1))  # an entry per batch
+    log = open_log(logs, tmp_path, LogConfig(segment_bytes=1 << 20, index_interval_bytes=1))  # an entry per batch
     seg = log.active_segment
     per_write = WRITE_BATCH_BYTES // 8
     fill(log, per_write)  # the first batch gets no entry
@@ -356,8 +361,8 @@ def test_index_entries_reach_the_file_in_page_sized_writes_and_at_roll(tmp_path:
     assert log.active_segment is not seg
 
 
-def test_flush_advances_recovery_point(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_flush_advances_recovery_point(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     fill(log, 20)
     assert log.recovery_point == 0
     log.flush(10)
@@ -368,8 +373,8 @@ def test_flush_advances_recovery_point(tmp_path: Path) -> None:
     assert log.recovery_point <= 5
 
 
-def test_flush_data_makes_data_durable_without_moving_the_recovery_point(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(segment_bytes=2000))
+def test_flush_data_makes_data_durable_without_moving_the_recovery_point(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(segment_bytes=2000))
     fill(log, 40)
     assert len(log.segments) > 1
     log.flush_data(25)
@@ -382,8 +387,8 @@ def test_flush_data_makes_data_durable_without_moving_the_recovery_point(tmp_pat
     assert log.durable_offset <= 5 and log.recovery_point <= 5
 
 
-def test_sync_plan_names_only_the_segments_holding_unsynced_offsets(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(segment_bytes=2000))
+def test_sync_plan_names_only_the_segments_holding_unsynced_offsets(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(segment_bytes=2000))
     fill(log, 60)
     segments = log.segments
     assert len(segments) > 3
@@ -410,8 +415,8 @@ def test_sync_plan_names_only_the_segments_holding_unsynced_offsets(tmp_path: Pa
     assert log.sync_plan(data_only=True) is None
 
 
-def test_concurrent_flush_and_appends(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(segment_bytes=4000, index_interval_bytes=300, retention_ms=0))
+def test_concurrent_flush_and_appends(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(segment_bytes=4000, index_interval_bytes=300, retention_ms=0))
     errors: list[BaseException] = []
     stop = threading.Event()
     points: list[int] = []
@@ -441,15 +446,15 @@ def test_concurrent_flush_and_appends(tmp_path: Path) -> None:
     assert log.recovery_point == log.log_end_offset == 800
 
 
-def test_batch_header_rewrite_keeps_crc_valid(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
+def test_batch_header_rewrite_keeps_crc_valid(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path)
     fill(log, 5)
     data = log.read(0, 10**9)
     assert len(list(iter_headers(data, check_crc=True))) == 5
     assert struct.unpack_from(">q", data, 0)[0] == 0
 
 
-def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: OpenedLogs) -> None:
     import errno
     import os
 
@@ -458,7 +463,7 @@ def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.setattr(index_file, "WRITE_BATCH_BYTES", 1)  # every append writes its index entries
     config = LogConfig(index_interval_bytes=150)
-    log = open_log(tmp_path, config)
+    log = open_log(logs, tmp_path, config)
     fill(log, 10)
     seg = log.active_segment
 
@@ -488,7 +493,7 @@ def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.M
     assert state() == before
     assert os.path.getsize(seg.log_path) == seg.size
     fill(log, 10)
-    ref = open_log(tmp_path, config, name="ref-0")
+    ref = open_log(logs, tmp_path, config, name="ref-0")
     fill(ref, 10)
     fill(ref, 10)
     assert log.read(0, 10**9) == ref.read(0, 10**9)
@@ -498,14 +503,14 @@ def test_failed_write_leaves_log_unchanged(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_failed_write_with_index_entries_waiting_keeps_the_files_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: OpenedLogs
 ) -> None:
     import errno
 
     from oncelog.storage import segment
     from oncelog.storage.errors import KafkaStorageError
 
-    log = open_log(tmp_path, LogConfig(index_interval_bytes=150))
+    log = open_log(logs, tmp_path, LogConfig(index_interval_bytes=150))
     fill(log, 10)
     seg = log.active_segment
     waiting = bytes(seg.offset_index.data)
@@ -523,8 +528,8 @@ def test_failed_write_with_index_entries_waiting_keeps_the_files_whole(
     assert seg.offset_index.path.read_bytes() == waiting
 
 
-def test_update_config_applies_without_reopening(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(segment_bytes=1 << 20, index_interval_bytes=300, retention_ms=-1))
+def test_update_config_applies_without_reopening(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(segment_bytes=1 << 20, index_interval_bytes=300, retention_ms=-1))
     fill(log, 5)
     big = make_batch(30)
     log.append(big, now_ms=0)
@@ -549,8 +554,8 @@ def test_update_config_applies_without_reopening(tmp_path: Path) -> None:
     assert log.enforce_retention(10_000) == 1  # the new retention.ms
 
 
-def test_log_append_time_stamps_each_batch_with_the_append_time(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig(message_timestamp_type="LogAppendTime"))
+def test_log_append_time_stamps_each_batch_with_the_append_time(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig(message_timestamp_type="LogAppendTime"))
     created = make_batch(3, timestamp=1000)
     first = log.append(created, now_ms=50_000)
     second = log.append(make_batch(2, timestamp=2000) + make_batch(1, timestamp=3000), now_ms=60_000)
@@ -562,14 +567,16 @@ def test_log_append_time_stamps_each_batch_with_the_append_time(tmp_path: Path) 
     assert stored[61:] == created[61:]  # the records are the producer's bytes
     assert log.active_segment.max_timestamp == 60_000  # what retention and ListOffsets by time go by
 
-    plain = open_log(tmp_path, LogConfig(), name="c-0")
+    plain = open_log(logs, tmp_path, LogConfig(), name="c-0")
     assert plain.append(make_batch(1, timestamp=1000), now_ms=50_000).log_append_time == -1
     assert parse_header(plain.read(0, 1 << 20)).timestamp_type == 0
 
 
 @pytest.mark.parametrize(("target", "codec"), [("zstd", 4), ("uncompressed", 0), ("lz4", 3)])
-def test_compression_type_recompresses_batches_in_another_codec(tmp_path: Path, target: str, codec: int) -> None:
-    log = open_log(tmp_path, LogConfig(compression_type=target))
+def test_compression_type_recompresses_batches_in_another_codec(
+    tmp_path: Path, target: str, codec: int, logs: OpenedLogs
+) -> None:
+    log = open_log(logs, tmp_path, LogConfig(compression_type=target))
     records = [SimpleRecord(b"k%d" % i, b"value %d" % i * 20, [("h", b"x")], 5000 + i) for i in range(5)]
     sent = [
         encode_batch(records, compression=1),  # gzip
@@ -591,8 +598,8 @@ def test_compression_type_recompresses_batches_in_another_codec(tmp_path: Path, 
     assert log.producer_state.last_entry(9).last_seq == 2
 
 
-def test_compression_type_producer_keeps_every_batch_as_sent(tmp_path: Path) -> None:
-    log = open_log(tmp_path, LogConfig())
+def test_compression_type_producer_keeps_every_batch_as_sent(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = open_log(logs, tmp_path, LogConfig())
     sent = encode_batch([SimpleRecord(b"k", b"v", (), 1000)], compression=1)
     log.append(sent, now_ms=0)
     assert log.read(0, 1 << 20)[17:] == sent[17:]

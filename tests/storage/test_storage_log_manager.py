@@ -13,8 +13,8 @@ from oncelog.storage.log_manager import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    LogManager,
 )
+from support.opened_logs import OpenedLogs
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, retention_ms=-1)
 
@@ -37,8 +37,8 @@ def test_atomic_write_replaces_and_leaves_no_tmp(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["f"]
 
 
-def test_clean_close_and_load(tmp_path: Path) -> None:
-    manager = LogManager(tmp_path, CONFIG)
+def test_clean_close_and_load(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = logs.manager(tmp_path, CONFIG)
     manager.load(now_ms=0)
     a = manager.create("my-topic.v2_x", 0)
     b = manager.create("my-topic.v2_x", 1, LogConfig(segment_bytes=500))
@@ -53,7 +53,7 @@ def test_clean_close_and_load(tmp_path: Path) -> None:
         ("my-topic.v2_x", 1): 1,
     }
 
-    again = LogManager(tmp_path, CONFIG)
+    again = logs.manager(tmp_path, CONFIG)
     again.load(now_ms=0)
     assert again.loaded_clean
     assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
@@ -63,8 +63,8 @@ def test_clean_close_and_load(tmp_path: Path) -> None:
     assert again.get("nope", 0) is None
 
 
-def test_crash_after_load_means_recovery(tmp_path: Path) -> None:
-    manager = LogManager(tmp_path, CONFIG)
+def test_crash_after_load_means_recovery(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = logs.manager(tmp_path, CONFIG)
     manager.load(now_ms=0)
     log = manager.create("t", 0)
     for i in range(30):
@@ -74,7 +74,7 @@ def test_crash_after_load_means_recovery(tmp_path: Path) -> None:
     for i in range(5):
         log.append(make_batch(2, timestamp=i), now_ms=0)
     # crash: no close, no marker
-    again = LogManager(tmp_path, CONFIG)
+    again = logs.manager(tmp_path, CONFIG)
     again.load(now_ms=0)
     assert not again.loaded_clean
     reopened = again.get("t", 0)
@@ -85,8 +85,8 @@ def test_crash_after_load_means_recovery(tmp_path: Path) -> None:
     )
 
 
-def test_log_start_offset_checkpoint_survives_restart(tmp_path: Path) -> None:
-    manager = LogManager(tmp_path, LogConfig(segment_bytes=1500, retention_bytes=2000, retention_ms=-1))
+def test_log_start_offset_checkpoint_survives_restart(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = logs.manager(tmp_path, LogConfig(segment_bytes=1500, retention_bytes=2000, retention_ms=-1))
     manager.load(now_ms=0)
     log = manager.create("t", 0)
     for i in range(60):
@@ -96,13 +96,13 @@ def test_log_start_offset_checkpoint_survives_restart(tmp_path: Path) -> None:
     start = log.log_start_offset
     manager.close()
     assert read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {("t", 0): start}
-    again = LogManager(tmp_path, CONFIG)
+    again = logs.manager(tmp_path, CONFIG)
     again.load(now_ms=0)
     assert again.get("t", 0).log_start_offset == start
 
 
-def test_delete_topic(tmp_path: Path) -> None:
-    manager = LogManager(tmp_path, CONFIG)
+def test_delete_topic(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = logs.manager(tmp_path, CONFIG)
     manager.load(now_ms=0)
     for p in range(3):
         manager.create("gone", p).append(make_batch(1), now_ms=0)
@@ -113,15 +113,15 @@ def test_delete_topic(tmp_path: Path) -> None:
     assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("gone-too", 0): 0}
     (tmp_path / "stale-0.x-delete").mkdir()
     manager.close()
-    again = LogManager(tmp_path, CONFIG)
+    again = logs.manager(tmp_path, CONFIG)
     again.load(now_ms=0)
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["gone-too-0"]
 
 
-def test_open_new_builds_a_log_that_only_register_adds(tmp_path: Path) -> None:
+def test_open_new_builds_a_log_that_only_register_adds(tmp_path: Path, logs: OpenedLogs) -> None:
     """``open_new`` makes the directory and segment but leaves the manager's logs alone (it may run in another
     thread); ``register`` adds the log, once."""
-    manager = LogManager(tmp_path, LogConfig())
+    manager = logs.manager(tmp_path, LogConfig())
     manager.load(now_ms=0)
     built = manager.open_new("fresh", 3)
     assert (tmp_path / "fresh-3").is_dir() and manager.get("fresh", 3) is None and manager.all_logs() == {}

@@ -13,13 +13,14 @@ from oncelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from oncelog.storage.log import AppendOrigin, PartitionLog
 from oncelog.storage.log_manager import LOG_START_OFFSET_CHECKPOINT, LogManager
 from support.killed_log import crash
+from support.opened_logs import OpenedLogs
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, retention_ms=-1)
 COMPACTED = LogConfig(segment_bytes=1500, index_interval_bytes=200, retention_ms=-1, cleanup_policy=("compact",))
 
 
-def _manager(data_dir: Path, config: LogConfig = CONFIG) -> LogManager:
-    manager = LogManager(data_dir, config)
+def _manager(logs: OpenedLogs, data_dir: Path, config: LogConfig = CONFIG) -> LogManager:
+    manager = logs.manager(data_dir, config)
     manager.load(now_ms=0)
     return manager
 
@@ -37,8 +38,8 @@ def _first_offsets(data: bytes) -> list[int]:
     return [header.base_offset for _, header in iter_headers(data)]
 
 
-def test_mid_segment_start_hides_what_is_below_and_deletes_whole_segments(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+def test_mid_segment_start_hides_what_is_below_and_deletes_whole_segments(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = _manager(logs, tmp_path)
     log = _filled(manager)
     bases = [s.base_offset for s in log.segments]
     assert len(bases) >= 4
@@ -58,8 +59,8 @@ def test_mid_segment_start_hides_what_is_below_and_deletes_whole_segments(tmp_pa
     assert log.delete_segments_below_start() == 0
 
 
-def test_the_start_never_passes_the_high_watermark_nor_goes_back(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+def test_the_start_never_passes_the_high_watermark_nor_goes_back(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = _manager(logs, tmp_path)
     log = _filled(manager, 10)
     log.update_high_watermark(12)
     for refused in (13, -2):
@@ -72,8 +73,8 @@ def test_the_start_never_passes_the_high_watermark_nor_goes_back(tmp_path: Path)
     assert log.log_start_offset == 12
 
 
-def test_one_refused_target_changes_no_log(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+def test_one_refused_target_changes_no_log(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = _manager(logs, tmp_path)
     first = _filled(manager)
     second = manager.create("u", 0)
     second.append(make_batch(2), now_ms=0)
@@ -83,8 +84,8 @@ def test_one_refused_target_changes_no_log(tmp_path: Path) -> None:
     assert not (tmp_path / LOG_START_OFFSET_CHECKPOINT).exists()
 
 
-def test_the_start_is_in_the_checkpoint_before_the_log_and_survives_a_crash(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+def test_the_start_is_in_the_checkpoint_before_the_log_and_survives_a_crash(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = _manager(logs, tmp_path)
     log = _filled(manager)
     bases = [s.base_offset for s in log.segments]
     target = bases[1] + 7
@@ -92,7 +93,7 @@ def test_the_start_is_in_the_checkpoint_before_the_log_and_survives_a_crash(tmp_
     assert (tmp_path / LOG_START_OFFSET_CHECKPOINT).read_text() == f"0\n1\nt 0 {target}\n"
     crash(log)  # killed before the segments below were deleted
 
-    again = _manager(tmp_path)
+    again = _manager(logs, tmp_path)
     reopened = again.get("t", 0)
     assert reopened.log_start_offset == target
     assert reopened.log_end_offset == log.log_end_offset
@@ -103,12 +104,12 @@ def test_the_start_is_in_the_checkpoint_before_the_log_and_survives_a_crash(tmp_
     assert reopened.segments[0].base_offset == bases[1]
     again.close()
 
-    third = _manager(tmp_path)
+    third = _manager(logs, tmp_path)
     assert third.get("t", 0).log_start_offset == target
 
 
-def test_the_sweep_deletes_segments_below_the_start_of_a_compacted_log_too(tmp_path: Path) -> None:
-    log = _filled(_manager(tmp_path))
+def test_the_sweep_deletes_segments_below_the_start_of_a_compacted_log_too(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = _filled(_manager(logs, tmp_path))
     target = log.segments[2].base_offset
     log.advance_log_start_offset(target)
     log.update_config(COMPACTED)
@@ -117,9 +118,9 @@ def test_the_sweep_deletes_segments_below_the_start_of_a_compacted_log_too(tmp_p
 
 
 def test_a_full_disk_leaves_the_start_and_the_checkpoint_as_they_were(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: OpenedLogs
 ) -> None:
-    manager = _manager(tmp_path)
+    manager = _manager(logs, tmp_path)
     log = _filled(manager)
     manager.checkpoint()
     saved = (tmp_path / LOG_START_OFFSET_CHECKPOINT).read_bytes()
@@ -137,8 +138,8 @@ def test_a_full_disk_leaves_the_start_and_the_checkpoint_as_they_were(
     assert log.log_start_offset == 30
 
 
-def test_producers_whose_batches_are_deleted_go_on(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+def test_producers_whose_batches_are_deleted_go_on(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = _manager(logs, tmp_path)
     log = manager.create("t", 0)
     for seq in range(0, 60, 3):
         log.append(make_batch(3, producer_id=7, producer_epoch=2, base_sequence=seq), now_ms=0)
@@ -154,11 +155,11 @@ def test_producers_whose_batches_are_deleted_go_on(tmp_path: Path) -> None:
     nxt = log.append(make_batch(3, producer_id=7, producer_epoch=2, base_sequence=60), now_ms=0)
     assert not nxt.duplicate and nxt.first_offset == 63
     manager.close()
-    assert _manager(tmp_path).get("t", 0).producer_state.last_entry(7).last_seq == 62
+    assert _manager(logs, tmp_path).get("t", 0).producer_state.last_entry(7).last_seq == 62
 
 
-def test_an_open_transaction_below_the_start_holds_the_lso_at_the_start(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+def test_an_open_transaction_below_the_start_holds_the_lso_at_the_start(tmp_path: Path, logs: OpenedLogs) -> None:
+    manager = _manager(logs, tmp_path)
     log = manager.create("t", 0)
     log.append(make_batch(2, producer_id=5, producer_epoch=0, base_sequence=0, attributes=TRANSACTIONAL), now_ms=0)
     log.append(make_batch(4), now_ms=0)

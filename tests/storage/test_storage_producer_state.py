@@ -10,6 +10,7 @@ from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
 from oncelog.storage.log import AppendOrigin, PartitionLog
 from oncelog.storage.producer_state import ProducerStateEntry, decode_snapshot, encode_snapshot
+from support.opened_logs import OpenedLogs
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, producer_id_expiration_ms=10_000)
 PID = 42
@@ -27,8 +28,8 @@ def idem(seq: int, count: int = 2, *, epoch: int = 0, pid: int = PID, ts: int = 
 
 
 @pytest.fixture
-def log(tmp_path: Path) -> PartitionLog:
-    return PartitionLog.open(tmp_path / "t-0", CONFIG)
+def log(tmp_path: Path, logs: OpenedLogs) -> PartitionLog:
+    return logs.open(tmp_path / "t-0", CONFIG)
 
 
 def test_duplicate_returns_original_offsets_and_appends_nothing(log: PartitionLog) -> None:
@@ -97,7 +98,7 @@ def test_unknown_producer_may_start_at_any_sequence(log: PartitionLog) -> None:
     log.append(idem(1236, pid=7), now_ms=0)
 
 
-def test_sequence_wraps_at_int32_max(log: PartitionLog) -> None:
+def test_sequence_wraps_at_int32_max(log: PartitionLog, logs: OpenedLogs) -> None:
     top = 2**31 - 1
     log.append(idem(top - 2, 3), now_ms=0)  # sequences top-2 .. top
     log.append(idem(0, 2), now_ms=0)
@@ -105,7 +106,7 @@ def test_sequence_wraps_at_int32_max(log: PartitionLog) -> None:
     log.append(wrapping, now_ms=0)
     log.append(idem(5, 1), now_ms=0)
     # a batch that itself wraps: base top-1, 4 records -> sequences top-1, top, 0, 1
-    log2 = PartitionLog.open(log.directory.with_name("w-0"), CONFIG)
+    log2 = logs.open(log.directory.with_name("w-0"), CONFIG)
     log2.append(idem(top - 1, 4, pid=9), now_ms=0)
     assert log2.producer_state.last_entry(9).last_seq == 1
     assert log2.append(idem(top - 1, 4, pid=9), now_ms=0).duplicate
@@ -155,8 +156,8 @@ def test_snapshot_round_trip_format() -> None:
     assert decode_snapshot(data) == []
 
 
-def test_snapshots_at_roll_and_close_and_reload(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+def test_snapshots_at_roll_and_close_and_reload(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "t-0", CONFIG)
     seq = {1: 0, 2: 0, 3: 0}
     for i in range(60):
         pid = 1 + i % 3
@@ -171,15 +172,15 @@ def test_snapshots_at_roll_and_close_and_reload(tmp_path: Path) -> None:
     end = log.log_end_offset
     log.close()
     assert (tmp_path / "t-0" / f"{end:020d}.snapshot").exists()
-    reopened = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True)
+    reopened = logs.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True)
     assert reopened.producer_state.producers == state
     assert reopened.producer_state.first_unstable_offset() == unstable
     retry = reopened.append(idem(seq[1] - 2, 2, pid=1, ts=0), now_ms=0)
     assert retry.duplicate and retry.last_offset == state[1].batches[-1].last_offset
 
 
-def test_corrupt_or_missing_snapshot_rebuilt_from_log(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+def test_corrupt_or_missing_snapshot_rebuilt_from_log(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "t-0", CONFIG)
     for i in range(40):
         log.append(idem(2 * (i // 2), 2, pid=1 + i % 2, ts=1000 + i), now_ms=0)
     state = dict(log.producer_state.producers)
@@ -190,18 +191,18 @@ def test_corrupt_or_missing_snapshot_rebuilt_from_log(tmp_path: Path) -> None:
     raw = bytearray(latest.read_bytes())
     raw[-3] ^= 0xFF
     latest.write_bytes(bytes(raw))
-    reopened = PartitionLog.open(directory, CONFIG, recovery_point=end, clean_shutdown=True)
+    reopened = logs.open(directory, CONFIG, recovery_point=end, clean_shutdown=True)
     assert not latest.exists()  # the bad snapshot was deleted
     assert reopened.producer_state.producers == state
     reopened.close()
     for snap in directory.glob("*.snapshot"):
         snap.unlink()
-    again = PartitionLog.open(directory, CONFIG, recovery_point=end, clean_shutdown=True)
+    again = logs.open(directory, CONFIG, recovery_point=end, clean_shutdown=True)
     assert again.producer_state.producers == state
 
 
-def test_unclean_open_ignores_snapshots_past_recovery_point(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+def test_unclean_open_ignores_snapshots_past_recovery_point(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "t-0", CONFIG)
     for i in range(30):
         log.append(idem(2 * i), now_ms=0)
     state = dict(log.producer_state.producers)
@@ -211,17 +212,17 @@ def test_unclean_open_ignores_snapshots_past_recovery_point(tmp_path: Path) -> N
     bogus = log.producer_state.snapshot_path(log.segments[-1].base_offset)
     assert bogus.exists()
     bogus.write_bytes(encode_snapshot([ProducerStateEntry(producer_id=999, epoch=1)]))  # valid, but wrong
-    reopened = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=0)
+    reopened = logs.open(tmp_path / "t-0", CONFIG, recovery_point=0)
     assert reopened.producer_state.producers == state
     for seg in reopened.segments:
         seg.close()
     # With a recovery point past it, the snapshot is trusted (that is what snapshots are for).
-    trusting = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=reopened.log_end_offset)
+    trusting = logs.open(tmp_path / "t-0", CONFIG, recovery_point=reopened.log_end_offset)
     assert 999 in trusting.producer_state.producers
 
 
-def test_expiration(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+def test_expiration(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "t-0", CONFIG)
     log.append(idem(0, ts=1000), now_ms=1000)
     log.append(idem(0, pid=5, ts=5000, txn=True), now_ms=5000)
     log.append(idem(0, pid=6, ts=6000), now_ms=6000)
@@ -233,5 +234,5 @@ def test_expiration(tmp_path: Path) -> None:
     log.append(idem(77), now_ms=0)  # expired producer: any sequence accepted again
     end = log.log_end_offset
     log.close()
-    reopened = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True, now_ms=10**9)
+    reopened = logs.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True, now_ms=10**9)
     assert set(reopened.producer_state.producers) == {5}  # expired entries are skipped on load

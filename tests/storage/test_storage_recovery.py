@@ -13,6 +13,7 @@ from oncelog.protocol.records.batch import iter_headers
 from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog
 from support.killed_log import crash, write_index_entries
+from support.opened_logs import OpenedLogs
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=250)
 BATCHES = 70
@@ -61,9 +62,9 @@ def assert_all_readable(log: PartitionLog, n: int) -> None:
     assert [h.base_offset for h in headers[1:]] == [h.next_offset for h in headers[:-1]]
 
 
-def test_torn_tail_at_every_byte_of_last_batch(pristine: Path, tmp_path: Path) -> None:
+def test_torn_tail_at_every_byte_of_last_batch(pristine: Path, tmp_path: Path, logs: OpenedLogs) -> None:
     reference_indexes = index_files(pristine / "ref-0")
-    ref = PartitionLog.open(pristine / "ref-0", CONFIG, clean_shutdown=True)
+    ref = logs.open(pristine / "ref-0", CONFIG, clean_shutdown=True)
     expected_end = ref.log_end_offset
     crash(ref)
     last = last_log_file(pristine / "t-0")
@@ -74,7 +75,7 @@ def test_torn_tail_at_every_byte_of_last_batch(pristine: Path, tmp_path: Path) -
         work = tmp_path / f"cut{cut}"
         directory = copy_of(pristine, work)
         os.truncate(last_log_file(directory), full - cut)
-        log = PartitionLog.open(directory, CONFIG)
+        log = logs.open(directory, CONFIG)
         assert log.log_end_offset == expected_end, cut
         assert last_log_file(directory).stat().st_size == full - last_batch_size
         assert index_files(directory) == reference_indexes, cut
@@ -84,7 +85,7 @@ def test_torn_tail_at_every_byte_of_last_batch(pristine: Path, tmp_path: Path) -
 
 
 @pytest.mark.parametrize("tail", ["garbage", "zeros", "short-header"])
-def test_junk_after_last_batch_is_cut(pristine: Path, tmp_path: Path, tail: str) -> None:
+def test_junk_after_last_batch_is_cut(pristine: Path, tmp_path: Path, tail: str, logs: OpenedLogs) -> None:
     directory = copy_of(pristine, tmp_path)
     expected = index_files(directory)
     last = last_log_file(directory)
@@ -92,58 +93,60 @@ def test_junk_after_last_batch_is_cut(pristine: Path, tmp_path: Path, tail: str)
     junk = {"garbage": random.Random(7).randbytes(5000), "zeros": bytes(4096), "short-header": b"\x00" * 30}[tail]
     with open(last, "ab") as f:
         f.write(junk)
-    log = PartitionLog.open(directory, CONFIG)
+    log = logs.open(directory, CONFIG)
     assert last.stat().st_size == size
     assert index_files(directory) == expected
     assert_all_readable(log, BATCHES)
     assert log.append(make_batch(1), now_ms=0).first_offset == log.log_end_offset - 1
 
 
-def test_segment_shorter_than_a_header(pristine: Path, tmp_path: Path) -> None:
+def test_segment_shorter_than_a_header(pristine: Path, tmp_path: Path, logs: OpenedLogs) -> None:
     directory = copy_of(pristine, tmp_path)
     last = last_log_file(directory)
     os.truncate(last, 30)
-    log = PartitionLog.open(directory, CONFIG)
+    log = logs.open(directory, CONFIG)
     assert last.stat().st_size == 0
     assert log.log_end_offset == int(last.stem)
     assert log.read(log.log_end_offset, 100) == b""
 
 
-def test_corrupt_batch_in_earlier_segment_drops_later_segments(pristine: Path, tmp_path: Path) -> None:
+def test_corrupt_batch_in_earlier_segment_drops_later_segments(
+    pristine: Path, tmp_path: Path, logs: OpenedLogs
+) -> None:
     directory = copy_of(pristine, tmp_path)
-    logs = sorted(directory.glob("*.log"))
-    victim = logs[1]
+    log_files = sorted(directory.glob("*.log"))
+    victim = log_files[1]
     raw = bytearray(victim.read_bytes())
     headers = list(iter_headers(raw))
     pos, header = headers[3]
     raw[pos + 70] ^= 0x55  # inside the records: CRC mismatch
     victim.write_bytes(bytes(raw))
-    log = PartitionLog.open(directory, CONFIG, recovery_point=int(victim.stem))
+    log = logs.open(directory, CONFIG, recovery_point=int(victim.stem))
     assert log.recovered_segments == 1  # the damaged segment; later ones are deleted, not scanned
     assert log.log_end_offset == header.base_offset
-    assert sorted(directory.glob("*.log")) == logs[:2]
+    assert sorted(directory.glob("*.log")) == log_files[:2]
     assert victim.stat().st_size == pos
-    assert_all_readable(log, sum(1 for _ in iter_headers(logs[0].read_bytes())) + 3)
+    assert_all_readable(log, sum(1 for _ in iter_headers(log_files[0].read_bytes())) + 3)
 
 
-def test_recovery_starts_at_the_recovery_point(pristine: Path, tmp_path: Path) -> None:
+def test_recovery_starts_at_the_recovery_point(pristine: Path, tmp_path: Path, logs: OpenedLogs) -> None:
     directory = copy_of(pristine, tmp_path)
     bases = [int(p.stem) for p in sorted(directory.glob("*.log"))]
-    log = PartitionLog.open(directory, CONFIG, recovery_point=bases[-1] + 1)
+    log = logs.open(directory, CONFIG, recovery_point=bases[-1] + 1)
     assert log.recovered_segments == 1
     crash(log)
-    log = PartitionLog.open(directory, CONFIG, recovery_point=0)
+    log = logs.open(directory, CONFIG, recovery_point=0)
     assert log.recovered_segments == len(bases)
 
 
-def test_clean_close_and_reopen_skips_recovery(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+def test_clean_close_and_reopen_skips_recovery(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "t-0", CONFIG)
     fill(log, BATCHES)
     end = log.log_end_offset
     log.close()
     before = index_files(tmp_path / "t-0")
     assert log.recovery_point == end
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True)
+    log = logs.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True)
     assert log.recovered_segments == 0
     assert log.log_end_offset == end
     assert index_files(tmp_path / "t-0") == before
@@ -154,7 +157,7 @@ def test_clean_close_and_reopen_skips_recovery(tmp_path: Path) -> None:
         log.append(batch, now_ms=0)
     write_index_entries(log)
     crash(log)
-    ref = PartitionLog.open(tmp_path / "ref-0", CONFIG)
+    ref = logs.open(tmp_path / "ref-0", CONFIG)
     fill(ref, BATCHES)
     for batch in fill_more:
         ref.append(batch, now_ms=0)
@@ -163,17 +166,17 @@ def test_clean_close_and_reopen_skips_recovery(tmp_path: Path) -> None:
     assert index_files(tmp_path / "t-0") == index_files(tmp_path / "ref-0")
 
 
-def test_index_entries_lost_with_the_process_are_rebuilt(pristine: Path, tmp_path: Path) -> None:
+def test_index_entries_lost_with_the_process_are_rebuilt(pristine: Path, tmp_path: Path, logs: OpenedLogs) -> None:
     """A killed broker's index files lack the entries still in memory; recovery writes them all back."""
     expected = index_files(pristine / "t-0")
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+    log = logs.open(tmp_path / "t-0", CONFIG)
     fill(log, BATCHES)
     crash(log)  # without write_index_entries: what a SIGKILL leaves
     lagging = index_files(tmp_path / "t-0")
     assert lagging.keys() == expected.keys()
     assert lagging != expected and all(expected[name].startswith(data) for name, data in lagging.items())
     bases = [int(p.stem) for p in sorted((tmp_path / "t-0").glob("*.log"))]
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG, recovery_point=bases[-1])
+    log = logs.open(tmp_path / "t-0", CONFIG, recovery_point=bases[-1])
     assert log.recovered_segments == 1  # only the active segment: rolled ones were written whole at their roll
     assert index_files(tmp_path / "t-0") == expected
     assert_all_readable(log, BATCHES)
@@ -181,7 +184,7 @@ def test_index_entries_lost_with_the_process_are_rebuilt(pristine: Path, tmp_pat
 
 
 @pytest.mark.parametrize("damage", ["missing-index", "missing-timeindex", "odd-size", "garbage", "truncated"])
-def test_damaged_index_rebuilt_on_clean_open(pristine: Path, tmp_path: Path, damage: str) -> None:
+def test_damaged_index_rebuilt_on_clean_open(pristine: Path, tmp_path: Path, damage: str, logs: OpenedLogs) -> None:
     directory = copy_of(pristine, tmp_path)
     expected = index_files(directory)
     seg = sorted(directory.glob("*.log"))[1].stem
@@ -197,7 +200,7 @@ def test_damaged_index_rebuilt_on_clean_open(pristine: Path, tmp_path: Path, dam
         index.write_bytes(random.Random(3).randbytes(len(expected[index.name])))
     else:
         os.truncate(index, len(expected[index.name]) - 8)
-    log = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
+    log = logs.open(directory, CONFIG, clean_shutdown=True)
     assert log.recovered_segments == 0
     assert index_files(directory) == expected
     assert_all_readable(log, BATCHES)
@@ -206,12 +209,12 @@ def test_damaged_index_rebuilt_on_clean_open(pristine: Path, tmp_path: Path, dam
         assert h.base_offset <= offset <= h.last_offset
 
 
-def test_stray_files_are_removed(pristine: Path, tmp_path: Path) -> None:
+def test_stray_files_are_removed(pristine: Path, tmp_path: Path, logs: OpenedLogs) -> None:
     directory = copy_of(pristine, tmp_path)
     (directory / "00000000000000099999.index").write_bytes(b"")
     (directory / "00000000000000000000.log.cleaned").write_bytes(b"x")
     (directory / "00000000000000000000.snapshot.tmp").write_bytes(b"x")
-    PartitionLog.open(directory, CONFIG)
+    logs.open(directory, CONFIG)
     names = {p.name for p in directory.iterdir()}
     assert "00000000000000099999.index" not in names
     assert not any(n.endswith((".cleaned", ".tmp")) for n in names)

@@ -27,6 +27,7 @@ from oncelog.storage.log import AppendOrigin, PartitionLog
 from oncelog.storage.producer_state import ProducerInfo, decode_snapshot
 from oncelog.storage.txn_index import ENTRY_SIZE
 from support.killed_log import crash
+from support.opened_logs import OpenedLogs
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=120)
 COORD = AppendOrigin.COORDINATOR
@@ -58,10 +59,10 @@ class Producers:
         self.log.append(make_batch(3, value_size=20), now_ms=0)
 
 
-def busy_log(directory: Path, *, seed: int = 1, rounds: int = 120) -> Producers:
+def busy_log(logs: OpenedLogs, directory: Path, *, seed: int = 1, rounds: int = 120) -> Producers:
     """Interleaved transactions of 4 producers plus plain batches, spanning several segments."""
     rng = random.Random(seed)
-    p = Producers(PartitionLog.open(directory, CONFIG))
+    p = Producers(logs.open(directory, CONFIG))
     for _ in range(rounds):
         pid = rng.randrange(1, 5)
         action = rng.random()
@@ -83,8 +84,8 @@ def expected_aborted(model: list[tuple[int, int, int]], start: int, upper: int) 
 
 
 @pytest.fixture
-def log(tmp_path: Path) -> PartitionLog:
-    return PartitionLog.open(tmp_path / "t-0", CONFIG)
+def log(tmp_path: Path, logs: OpenedLogs) -> PartitionLog:
+    return logs.open(tmp_path / "t-0", CONFIG)
 
 
 # ------------------------------------------------------------------------------------------ append origin
@@ -235,8 +236,8 @@ def test_abort_writes_index_entry_and_commit_does_not(log: PartitionLog) -> None
     assert list(struct.iter_unpack(">hqqqq", raw)) == [(0, 2, 2, 7, 5), (0, 1, 5, 8, 9)]
 
 
-def test_collect_aborted_transactions_matches_model(tmp_path: Path) -> None:
-    p = busy_log(tmp_path / "t-0", seed=11, rounds=150)
+def test_collect_aborted_transactions_matches_model(tmp_path: Path, logs: OpenedLogs) -> None:
+    p = busy_log(logs, tmp_path / "t-0", seed=11, rounds=150)
     log = p.log
     assert len(log.segments) >= 4
     assert len(p.aborted) >= 5
@@ -290,8 +291,8 @@ def test_last_stable_offset_arithmetic(log: PartitionLog) -> None:
     assert log.last_stable_offset == 10
 
 
-def test_lso_never_exceeds_high_watermark_nor_falls_below_log_start(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG, log_start_offset=10)
+def test_lso_never_exceeds_high_watermark_nor_falls_below_log_start(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "t-0", CONFIG, log_start_offset=10)
     log.append(data(1, 0), now_ms=0)  # 10-11
     assert log.last_stable_offset == 10
     log.update_high_watermark(12)
@@ -305,7 +306,7 @@ def test_lso_never_exceeds_high_watermark_nor_falls_below_log_start(tmp_path: Pa
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, int, int]]]:
     root = tmp_path_factory.mktemp("txn")
-    p = busy_log(root / "t-0", seed=5, rounds=160)
+    p = busy_log(OpenedLogs(), root / "t-0", seed=5, rounds=160)
     assert len(p.log.segments) >= 4 and len(p.aborted) >= 4
     p.log.flush()
     crash(p.log)
@@ -320,7 +321,7 @@ def _copy(src: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("recovery_point", ["zero", "middle"])
 def test_recovery_after_torn_tail_rebuilds_txnindex_identical(
-    crashed: tuple[Path, list], tmp_path: Path, recovery_point: str
+    crashed: tuple[Path, list], tmp_path: Path, recovery_point: str, logs: OpenedLogs
 ) -> None:
     src, aborted = crashed
     directory = _copy(src, tmp_path)
@@ -333,7 +334,7 @@ def test_recovery_after_torn_tail_rebuilds_txnindex_identical(
         f.write(random.Random(2).randbytes(40))  # a torn batch
     bases = sorted(int(p.stem) for p in directory.glob("*.log"))
     point = 0 if recovery_point == "zero" else bases[2] + 1
-    log = PartitionLog.open(directory, CONFIG, recovery_point=point)
+    log = logs.open(directory, CONFIG, recovery_point=point)
     assert log.recovered_segments == (len(bases) if point == 0 else len(bases) - 2)
     if point:
         # the trusted segments' damaged files were noticed as corrupt and rebuilt as well
@@ -344,7 +345,7 @@ def test_recovery_after_torn_tail_rebuilds_txnindex_identical(
     crash(log)
 
 
-def test_torn_marker_reopens_its_transaction(log: PartitionLog, tmp_path: Path) -> None:
+def test_torn_marker_reopens_its_transaction(log: PartitionLog, tmp_path: Path, logs: OpenedLogs) -> None:
     log.append(data(1, 0), now_ms=0)
     log.append(data(2, 0), now_ms=0)
     log.append(marker(2, commit=False), now_ms=0, origin=COORD)  # 4
@@ -352,7 +353,7 @@ def test_torn_marker_reopens_its_transaction(log: PartitionLog, tmp_path: Path) 
     crash(log)
     path = log.active_segment.log_path
     os.truncate(path, path.stat().st_size - 5)
-    reopened = PartitionLog.open(log.directory, CONFIG)
+    reopened = logs.open(log.directory, CONFIG)
     assert reopened.log_end_offset == 5
     assert reopened.producer_state.last_entry(1).current_txn_first_offset == 0
     assert reopened.last_stable_offset == 0
@@ -361,9 +362,11 @@ def test_torn_marker_reopens_its_transaction(log: PartitionLog, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("damage", ["missing", "odd-size", "bad-version", "out-of-range"])
-def test_clean_open_rebuilds_damaged_txnindex(crashed: tuple[Path, list], tmp_path: Path, damage: str) -> None:
+def test_clean_open_rebuilds_damaged_txnindex(
+    crashed: tuple[Path, list], tmp_path: Path, damage: str, logs: OpenedLogs
+) -> None:
     src, _aborted = crashed
-    log = PartitionLog.open(_copy(src, tmp_path), CONFIG)  # recover once, then close cleanly
+    log = logs.open(_copy(src, tmp_path), CONFIG)  # recover once, then close cleanly
     log.close()
     directory = log.directory
     expected = txn_files(directory)
@@ -378,24 +381,24 @@ def test_clean_open_rebuilds_damaged_txnindex(crashed: tuple[Path, list], tmp_pa
         path.write_bytes(b"\x00\x07" + expected[name][2:])
     else:
         path.write_bytes(expected[name][:-ENTRY_SIZE] + struct.pack(">hqqqq", 0, 1, 0, 10**12, 10**12))
-    reopened = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
+    reopened = logs.open(directory, CONFIG, clean_shutdown=True)
     assert reopened.recovered_segments == 0
     assert reopened.rebuilt_txn_indexes == 1
     assert txn_files(directory) == expected
     crash(reopened)
 
 
-def test_clean_open_trusts_intact_txnindex(crashed: tuple[Path, list], tmp_path: Path) -> None:
-    log = PartitionLog.open(_copy(crashed[0], tmp_path), CONFIG)
+def test_clean_open_trusts_intact_txnindex(crashed: tuple[Path, list], tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(_copy(crashed[0], tmp_path), CONFIG)
     log.close()
-    reopened = PartitionLog.open(log.directory, CONFIG, clean_shutdown=True)
+    reopened = logs.open(log.directory, CONFIG, clean_shutdown=True)
     assert reopened.rebuilt_txn_indexes == 0
     crash(reopened)
 
 
 # ------------------------------------------------------------------------------------------ snapshots
-def test_snapshot_round_trip_with_ongoing_transaction(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+def test_snapshot_round_trip_with_ongoing_transaction(tmp_path: Path, logs: OpenedLogs) -> None:
+    log = logs.open(tmp_path / "t-0", CONFIG)
     log.append(data(1, 0), now_ms=0)
     log.append(marker(1, commit=True, coordinator_epoch=3), now_ms=0, origin=COORD)
     log.append(make_batch(2), now_ms=0)  # 3-4
@@ -406,7 +409,7 @@ def test_snapshot_round_trip_with_ongoing_transaction(tmp_path: Path) -> None:
     entries = {e.producer_id: e for e in decode_snapshot(snapshot.read_bytes())}
     assert (entries[1].current_txn_first_offset, entries[1].coordinator_epoch) == (5, 3)
     assert entries[2].current_txn_first_offset == 8
-    reopened = PartitionLog.open(log.directory, CONFIG, clean_shutdown=True)
+    reopened = logs.open(log.directory, CONFIG, clean_shutdown=True)
     assert reopened.producer_state.ongoing == {5: 1, 8: 2}
     assert reopened.last_stable_offset == 5
     assert reopened.producer_state.last_entry(1).coordinator_epoch == 3
@@ -462,9 +465,9 @@ def test_truncate_to_through_transactions(log: PartitionLog) -> None:
     assert log.collect_aborted_transactions(0, 10) == [(1, 2)]
 
 
-def test_retention_deletes_txnindex_files(tmp_path: Path) -> None:
+def test_retention_deletes_txnindex_files(tmp_path: Path, logs: OpenedLogs) -> None:
     config = LogConfig(segment_bytes=700, index_interval_bytes=120, retention_ms=-1, retention_bytes=1500)
-    p = Producers(PartitionLog.open(tmp_path / "t-0", config))
+    p = Producers(logs.open(tmp_path / "t-0", config))
     for _round in range(12):
         p.send(1, 3)
         p.send(2, 2)

@@ -9,14 +9,14 @@ import pytest
 from batches import make_batch, producer_data
 from oncelog.storage import local_log
 from oncelog.storage.config import LogConfig
-from oncelog.storage.log import PartitionLog
+from support.opened_logs import OpenedLogs
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=200)
 
 
-def test_the_log_starts_over_at_the_offset(tmp_path: Path) -> None:
+def test_the_log_starts_over_at_the_offset(tmp_path: Path, logs: OpenedLogs) -> None:
     directory = tmp_path / "t-0"
-    log = PartitionLog.open(directory, CONFIG)
+    log = logs.open(directory, CONFIG)
     for i in range(6):
         log.append(make_batch(2, value_size=40), now_ms=i, leader_epoch=3)
     log.append(producer_data(7, 0, txn=False), now_ms=10, leader_epoch=3)
@@ -34,18 +34,18 @@ def test_the_log_starts_over_at_the_offset(tmp_path: Path) -> None:
     assert log.log_end_offset == 42
     log.close()
 
-    reopened = PartitionLog.open(directory, CONFIG)
+    reopened = logs.open(directory, CONFIG)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (40, 42)
     assert reopened.producer_state.producers == {}
     reopened.close()
 
 
 def test_a_failed_directory_sync_leaves_the_high_watermark_within_the_cut_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: OpenedLogs
 ) -> None:
     """The segments are cut before the directory is synced: if that sync fails, the high watermark has followed the
     cut anyway (it is never above the log end)."""
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+    log = logs.open(tmp_path / "t-0", CONFIG)
     for i in range(6):
         log.append(make_batch(2, value_size=40), now_ms=i)
     log.update_high_watermark(12)

@@ -3,6 +3,7 @@ starts them (``oncelog broker --node-id N --data-dir D --listen ... --set etcd.c
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -71,7 +72,13 @@ class Cluster:
         raise AssertionError(f"timed out waiting for {what}; last metadata: {_describe(last)}")
 
     def close(self) -> None:
+        """SIGKILL every broker (and wait until it is gone), stop etcd, delete every data dir. A test's cluster is
+        thrown away: a graceful stop proves nothing here (``BrokerProcess.close`` ignores how it went) and the last
+        brokers' controlled shutdowns wait out leaderships that cannot move, up to ~10 s a cluster. Controlled
+        shutdown is tested where it is the subject (``test_membership.py``, ``test_replication.py``)."""
         for broker in self.brokers.values():
+            with contextlib.suppress(RuntimeError):  # not gone in time: close() below tries once more
+                broker.kill()
             broker.close()
         self.etcd.close()
         self._tmp.cleanup()
