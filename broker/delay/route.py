@@ -1,13 +1,15 @@
 """What the DelayService does with one record of a delay level, as a pure function of the record and the time.
 
-A record in level L is acted on at ``min(entered + L, deliver_at)``, ``entered`` being its timestamp in the level topic
-(the time it was appended there). Acting means, in this order: drop it when its delay id was cancelled; dead-letter it
-when it is malformed or its TTL ran out; deliver it when due; else move it to the longest level not longer than the
-remaining delay; else (less than the smallest level remains) wait for the due time if the record is in the smallest
-level and due within that level's duration of entering it, or else enter the smallest level (again). So only the
-smallest level ever waits past a record's act time, and never past its entry plus that level's duration: a record put
-in the longest level not longer than its delay is acted on in its partition's append order, only a partition's head
-needs watching, and a waiting head holds the records behind it for less than the smallest level.
+A record in level L is acted on at ``entered + L``, ``entered`` being its timestamp in the level topic (the time it was
+appended there), or at ``deliver_at`` when that comes first or, in a level above the smallest one S, less than S after
+``entered + L`` (the last bit of its wait is spent holding its partition's head in memory, not in one more transaction
+through S). Acting means, in this order: drop it when its delay id was cancelled; dead-letter it when it is malformed or
+its TTL ran out; deliver it when due; else move it to the longest level not longer than the remaining delay; else (less
+than S remains, because it was acted on late) enter S and wait there. A record put in the longest level not longer
+than its delay is acted on in its partition's append order, so only a partition's head needs watching, and a head
+waiting past its ``entered + L`` holds the records behind it (acted on at their ``entered + L`` or later) for less than
+S past their act time: lateness stays under S plus a forward's time, as without the hold, and a delay takes one
+transaction fewer.
 """
 
 from __future__ import annotations
@@ -126,7 +128,9 @@ def route(
         return DeadLetter(REASON_INVALID, f"header {missing} is missing", timestamp)
     if partition is not None and partition < 0:
         return DeadLetter(REASON_INVALID, f"header {PARTITION_HEADER} is negative", timestamp)
-    act_at = min(record.timestamp + level.ms, deliver_at)
+    act_at = record.timestamp + level.ms
+    if deliver_at < act_at + (0 if level == levels[0] else levels[0].ms):
+        act_at = deliver_at  # due within its level, or less than the smallest level after: waited out here
     if now_ms < act_at:
         return Wait(act_at)
     raw_id = found.get(DELAY_ID_HEADER)
@@ -139,8 +143,6 @@ def route(
     next_level = choose_level(levels, deliver_at - now_ms)
     if next_level is not None:
         return Hop(next_level, timestamp)
-    if level == levels[0] and deliver_at <= record.timestamp + level.ms:
-        return Wait(deliver_at)
-    # Less than the smallest level remains, but waiting for it here would hold this partition's later records past
-    # the time they entered plus the smallest level: it enters the smallest level (again) and waits there.
+    # Acted on late, with less than the smallest level left: waiting for it here could hold this partition's later
+    # records more than the smallest level past their act time, so it enters the smallest level and waits there.
     return Hop(levels[0], timestamp)
