@@ -129,7 +129,7 @@ def route(
     if partition is not None and partition < 0:
         return DeadLetter(REASON_INVALID, f"header {PARTITION_HEADER} is negative", timestamp)
     act_at = record.timestamp + level.ms
-    if deliver_at < act_at + (0 if level == levels[0] else levels[0].ms):
+    if deliver_at < act_at + (0 if level.ms == levels[0].ms else levels[0].ms):
         act_at = deliver_at  # due within its level, or less than the smallest level after: waited out here
     if now_ms < act_at:
         return Wait(act_at)

@@ -20,7 +20,10 @@ Guarantees:
 - cancellations: the cancel topic is read to its end before the first forward, then with every fetch; a
   cancellation acknowledged at least ``DISCOVERY_INTERVAL_S`` before the record's due time takes effect;
 - nothing is created on the broker until a producer first uses a delay level: the service polls for the level
-  topics (and for partitions and levels added later) every ``DISCOVERY_INTERVAL_S``.
+  topics (and for partitions and levels added later) every ``DISCOVERY_INTERVAL_S``; once one exists it has the
+  broker create the others (in the background, retried until all exist), so that a record's first move to a level
+  does not wait for that topic's creation, which cannot succeed while brokers are away (a ~30 s stall after a
+  broker's death, in a cluster). A record is moved only to levels whose topics exist.
 
 Any error ends the round: the open transaction is aborted, clients are closed, and the service starts again from the
 committed offsets after ``RESTART_BACKOFF_S`` (so a broker restart under a separate service costs a retry, not data).
@@ -71,6 +74,8 @@ RESTART_BACKOFF_S = 1.0
 #: How often the service looks for delay topics and partitions created since (the first use of a level, or of
 #: cancellation, is seen within this).
 DISCOVERY_INTERVAL_S = 1.0
+#: Longest wait for one request creating the missing level topics (in the background).
+LEVEL_CREATION_WAIT_S = 5.0
 #: Latenesses of the last deliveries kept for ``stats``.
 LATENESS_WINDOW = 1000
 
@@ -134,6 +139,8 @@ class DelayService:
         self.cancelled: set[str] = set()
         #: Set once the first round is consuming (tests wait for it).
         self.ready = anyio.Event()
+        #: The levels whose topics exist (as of the last discovery): the only ones a record is moved to.
+        self._live_levels: tuple[DelayLevel, ...] = self.levels
 
     def reassign_soon(self) -> None:
         """Look at which partitions are owned now rather than at the next discovery (a leadership change)."""
@@ -178,6 +185,7 @@ class DelayService:
                     **self._security,
                 ) as consumer,
             ):
+                holders.start_soon(self._create_levels)
                 await self._serve(admin, consumer, _Producers(holders, producers), topics)
 
     async def _serve(self, admin: Admin, consumer: Consumer, producers: _Producers, topics: dict[str, int]) -> None:
@@ -217,6 +225,22 @@ class DelayService:
             for tp, buffer in buffers.items():
                 self.stats.levels[self._by_topic[tp.topic].name].buffered = len(buffer)
 
+    async def _create_levels(self) -> None:
+        """Until every level's topic exists, ask the broker for the missing ones (it creates delay topics on first
+        use), every ``DISCOVERY_INTERVAL_S``, each attempt bounded by ``LEVEL_CREATION_WAIT_S``. A level topic first
+        wanted for a record's move would be created then, and that fails while brokers are away (it takes the
+        cluster's replication factor); so all are made as soon as any is used, and until a level exists no record
+        moves to it (``route`` is given the existing levels only)."""
+        async with Admin(self.bootstrap_servers, client_id="oncelog-delay-service", **self._security) as admin:
+            missing = [level.topic for level in self.levels]
+            while missing:
+                with anyio.move_on_after(LEVEL_CREATION_WAIT_S), contextlib.suppress(KafkaError, OSError):
+                    created = await admin.request_topics(missing)
+                    missing = [topic for topic in missing if topic not in created]
+                if missing:
+                    await anyio.sleep(DISCOVERY_INTERVAL_S)
+            self._rediscover_now = True
+
     async def _wait_for_delay_topics(self, admin: Admin) -> dict[str, int]:
         """The topics once a delay level topic exists. Until a producer first uses one, the service takes no
         resources of the broker: no topics, no transactional id, no group."""
@@ -249,6 +273,7 @@ class DelayService:
             for p in range(topics.get(topic, 0))
             if self._owns is None or self._owns(TopicPartition(topic, p))
         ]
+        self._live_levels = tuple(level for level in self.levels if topics.get(level.topic, 0) > 0)
         gone = [tp for tp in buffers if tp not in owned]
         new_levels = [tp for tp in owned if tp not in buffers]
         if not new_cancel and not new_levels and not gone:
@@ -305,12 +330,13 @@ class DelayService:
         batch: dict[TopicPartition, list[tuple[ConsumerRecord, Action]]] = {}
         taken_count = 0
         next_due: int | None = None
+        live = self._live_levels
         for tp, buffer in buffers.items():
             level = self._by_topic[tp.topic]
             room = MAX_RECORDS_PER_TRANSACTION - taken_count
             if room <= 0:
                 return batch, now
-            taken, due = buffer.take_due(lambda r, lv=level: route(r, lv, self.levels, now, self.cancelled), room)
+            taken, due = buffer.take_due(lambda r, lv=level: route(r, lv, live, now, self.cancelled), room)
             if taken:
                 batch[tp] = taken
                 taken_count += len(taken)
