@@ -15,7 +15,7 @@ transaction fewer.
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oncelog.client.dead_letter import REASON_TTL
 from oncelog.client.delay import (
@@ -36,24 +36,26 @@ REASON_INVALID = "invalid-delay-headers"
 REASON_NO_TARGET = "target-unavailable"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Wait:
     """Nothing to do before ``until_ms``."""
 
     until_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Deliver:
-    """Due: send to ``target`` (``partition``, or the key's partition when None) with the original timestamp."""
+    """Due: send to ``target`` (``partition``, or the key's partition when None) with the original timestamp and
+    ``headers``, the record's own without the delay headers (found by ``route`` in its pass over them)."""
 
     target: str
     partition: int | None
     deliver_at_ms: int
     timestamp_ms: int
+    headers: Sequence[tuple[str, bytes | None]] = field(default=(), compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Hop:
     """Not due yet: move to ``level`` (the record enters it now)."""
 
@@ -61,7 +63,7 @@ class Hop:
     timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeadLetter:
     """Undeliverable (``reason``, ``detail``): to the dead-letter topic when one is configured, else dropped."""
 
@@ -70,13 +72,14 @@ class DeadLetter:
     timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Cancelled:
     """Its ``oncelog-delay-id`` was cancelled: dropped."""
 
     delay_id: str
 
 
+#: An action is a value: not changed once made (not frozen, whose construction costs twice as much per record).
 Action = Wait | Deliver | Hop | DeadLetter | Cancelled
 
 
@@ -86,13 +89,38 @@ _ROUTED_HEADERS = frozenset(
 )
 
 
-def _routed_headers(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, bytes | None]:
-    """The last value of each header ``route`` reads (as ``header_value``), in one pass."""
+def _routed_headers(
+    headers: Sequence[tuple[str, bytes | None]],
+) -> tuple[dict[str, bytes | None], list[tuple[str, bytes | None]]]:
+    """The last value of each header ``route`` reads (as ``header_value``), and the headers a delivered record keeps
+    (all but ``DELAY_HEADERS``), in one pass."""
     found: dict[str, bytes | None] = {}
-    for key, value in headers:
+    kept: list[tuple[str, bytes | None]] = []
+    for header in headers:
+        key = header[0]
         if key in _ROUTED_HEADERS:
-            found[key] = value
-    return found
+            found[key] = header[1]
+            if key == TTL_HEADER:
+                kept.append(header)
+        else:
+            kept.append(header)
+    return found, kept
+
+
+#: Target topic names by their header's bytes (a service delivers to few topics; bounded by ``_TARGETS_KEPT``).
+_targets: dict[bytes, str] = {}
+_TARGETS_KEPT = 1024
+
+
+def _target(raw: bytes) -> str:
+    """``raw`` decoded as UTF-8 (UnicodeDecodeError if it is not), from a small cache."""
+    target = _targets.get(raw)
+    if target is None:
+        target = raw.decode()
+        if len(_targets) >= _TARGETS_KEPT:
+            _targets.clear()
+        _targets[raw] = target
+    return target
 
 
 def _as_int(found: dict[str, bytes | None], name: str) -> int | None:
@@ -113,13 +141,13 @@ def route(
     cancelled: Container[str] = (),
 ) -> Action:
     """The action for ``record`` of ``level`` at ``now_ms`` (see the module docstring)."""
-    found = _routed_headers(record.headers)
+    found, kept = _routed_headers(record.headers)
     try:
         deliver_at = _as_int(found, DELIVER_AT_HEADER)
         partition = _as_int(found, PARTITION_HEADER)
         original = _as_int(found, ORIGINAL_TIMESTAMP_HEADER)
         raw_target = found.get(TARGET_HEADER)
-        target = raw_target.decode() if raw_target is not None else None
+        target = _target(raw_target) if raw_target is not None else None
     except (ValueError, UnicodeDecodeError) as exc:
         return DeadLetter(REASON_INVALID, str(exc), record.timestamp)
     timestamp = original if original is not None else record.timestamp
@@ -139,7 +167,7 @@ def route(
     if TTL_HEADER in found and expired(timestamp, ((TTL_HEADER, found[TTL_HEADER]),), now_ms):
         return DeadLetter(REASON_TTL, f"{record.topic}: the record's oncelog-ttl-ms ran out while delayed", timestamp)
     if now_ms >= deliver_at:
-        return Deliver(target, partition, deliver_at, timestamp)
+        return Deliver(target, partition, deliver_at, timestamp, kept)
     next_level = choose_level(levels, deliver_at - now_ms)
     if next_level is not None:
         return Hop(next_level, timestamp)

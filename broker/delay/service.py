@@ -49,7 +49,6 @@ from oncelog.client.consumer import Consumer
 from oncelog.client.dead_letter import dead_letter_headers
 from oncelog.client.delay import (
     CANCEL_TOPIC,
-    DELAY_HEADERS,
     ORIGINAL_TIMESTAMP_HEADER,
     DelayLevel,
     commit_metadata,
@@ -405,8 +404,7 @@ class DelayService:
                     dead = DeadLetter(REASON_NO_TARGET, detail, record.timestamp)
                     counts[self._dead_letter(append, partitions, shared, record, dead)] += 1
                     continue
-                headers = [header for header in record.headers if header[0] not in DELAY_HEADERS]
-                out = new_record(SimpleRecord, (record.key, record.value, headers, action.timestamp_ms))
+                out = new_record(SimpleRecord, (record.key, record.value, action.headers, action.timestamp_ms))
                 append(action.target, out, action.partition, count, record_size(out), shared)
                 delivered.append(now - action.deliver_at_ms)
                 counts["delivered"] += 1
