@@ -19,6 +19,7 @@ from oncelog.broker.delay.route import (
     Wait,
     route,
 )
+from oncelog.broker.delay.service import DelayService
 from oncelog.broker.delay.topics import delay_topic_spec
 from oncelog.client.dead_letter import DLT_ORIGINAL_OFFSET, DLT_ORIGINAL_PARTITION, REASON_HEADER, dead_letter_headers
 from oncelog.client.delay import (
@@ -227,3 +228,36 @@ def test_expiry_filter_uses_the_header_else_the_topics_default() -> None:
     assert ExpiryFilter().split([old, young, bare], 2_000) == ([young, bare], [old])
     assert ExpiryFilter({"t": 500}).split([old, young, bare], 2_000) == ([young], [old, bare])
     assert ExpiryFilter({"t": 500}).split([bare], 1_499) == ([bare], [])
+
+
+async def test_the_service_moves_records_only_to_levels_whose_topics_exist() -> None:
+    """A level topic not created yet (its creation fails while brokers are away) is no move's target: the record
+    goes to an existing level instead of waiting for that topic's creation (a forward that waited ~30 s)."""
+
+    class Producers:
+        async def open(self, tp: TopicPartition, producer: object) -> None:
+            pass
+
+    class AssignOnly:
+        def assign(self, partitions: list[TopicPartition]) -> None:
+            self.assigned = partitions
+
+    levels = parse_levels("1s,4s")
+    service = DelayService("127.0.0.1:9", levels, transactional_id="t")
+    buffers: dict[TopicPartition, PartitionBuffer] = {}
+    consumer = AssignOnly()
+    await service._assign(consumer, Producers(), {"__delay-4s": 1}, buffers, [])
+    assert consumer.assigned == [TopicPartition("__delay-4s", 0)]
+    entered = 1_000_000
+    buffers[TopicPartition("__delay-4s", 0)].extend(
+        [record(delay_headers("t", entered + 6_000), timestamp=entered, topic="__delay-4s")]
+    )
+    service._clock_ms = lambda: entered + 4_000
+    batch, _ = service._take_due(buffers)
+    assert [action for _, action in batch[TopicPartition("__delay-4s", 0)]] == [Hop(levels[1], entered)]
+    await service._assign(consumer, Producers(), {"__delay-4s": 1, "__delay-1s": 1}, buffers, [])
+    buffers[TopicPartition("__delay-4s", 0)].extend(
+        [record(delay_headers("t", entered + 6_000), timestamp=entered, topic="__delay-4s", offset=1)]
+    )
+    batch, _ = service._take_due(buffers)
+    assert [action for _, action in batch[TopicPartition("__delay-4s", 0)]] == [Hop(levels[0], entered)]
