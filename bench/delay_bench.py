@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from oncelog.client import TopicPartition  # noqa: E402
-from oncelog.client.sync import Consumer, Producer  # noqa: E402
+from oncelog.client.sync import Admin, Consumer, Producer  # noqa: E402
 
-from tests.support.broker import BrokerProcess  # noqa: E402
+from tests.support.broker import BrokerProcess, process_cpu_seconds  # noqa: E402
 
 TARGET = "delayed-target"
 
@@ -38,6 +38,8 @@ class ForwardRate:
     records: int
     seconds: float  # from the service's start (process start-up included) to the last arrival
     records_per_s: float  # from the first arrival to the last: the forwarding rate itself
+    cpu_s_per_1000: float  # the service process's CPU time (user + system, start-up included) per 1,000 records
+    broker_cpu_s_per_1000: float  # the broker's CPU time while the service ran, per 1,000 records
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Lateness:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    entries_per_record: float  # records appended to the delay levels per delivered record (1 + hops between levels)
 
 
 def _now_ms() -> int:
@@ -69,6 +72,26 @@ def _drain(bootstrap: str, expected: int, deadline_s: float, on_record=None) -> 
     return got
 
 
+def _level_entries(bootstrap: str) -> int:
+    """Records (not transaction markers) in every delay-level topic, read read_committed to their ends."""
+    with Admin(bootstrap) as admin:
+        topics = admin.list_topics(internal=True)
+    tps = [
+        TopicPartition(t, p) for t, n in topics.items() if t.startswith("__delay-") and t != "__delay-cancel"
+        for p in range(n)
+    ]  # fmt: skip
+    if not tps:
+        return 0
+    with Consumer(bootstrap, isolation_level="read_committed", auto_offset_reset="earliest") as consumer:
+        consumer.assign(tps)
+        ends = consumer.list_offsets(tps, -1)
+        count = 0
+        while any(consumer.position(tp) < end for tp, end in ends.items()):
+            for records in consumer.getmany(timeout_ms=200).values():
+                count += len(records)
+        return count
+
+
 def forwarding_rate(n: int) -> ForwardRate:
     with tempfile.TemporaryDirectory(prefix="oncelog-delay-bench-") as tmp:
         broker = BrokerProcess(Path(tmp) / "data", settings={"delay.service.enable": "false"})
@@ -82,6 +105,7 @@ def forwarding_rate(n: int) -> ForwardRate:
                 producer.flush()
             time.sleep(1.2)  # every record due before the service starts
             started = time.monotonic()
+            broker_cpu = broker.cpu_seconds()
             command = [str(Path(sys.executable).with_name("oncelog")), "delay-service", "-b", broker.bootstrap]
             service = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             arrivals: list[float] = []
@@ -91,8 +115,12 @@ def forwarding_rate(n: int) -> ForwardRate:
                     arrivals.append(time.monotonic())
 
             _drain(broker.bootstrap, n + 1, 600, arrived)
+            cpu, broker_cpu = process_cpu_seconds(service.pid), broker.cpu_seconds() - broker_cpu
             span = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else float("nan")
-            return ForwardRate(len(arrivals), arrivals[-1] - started, len(arrivals) / span)
+            per_1000 = 1000 / max(1, len(arrivals))
+            return ForwardRate(
+                len(arrivals), arrivals[-1] - started, len(arrivals) / span, cpu * per_1000, broker_cpu * per_1000
+            )
         finally:
             if service is not None:
                 service.terminate()
@@ -133,14 +161,16 @@ def lateness(rate: int, seconds: float) -> Lateness:
             offered = count / (time.monotonic() - started)
             reader.join()
             ordered = sorted(late)
+            entries = (_level_entries(broker.bootstrap) - 3) / max(1, len(ordered))  # less the 3 warm-up records
             if not ordered:
-                return Lateness(0, offered, float("nan"), float("nan"), float("nan"))
+                return Lateness(0, offered, float("nan"), float("nan"), float("nan"), float("nan"))
             return Lateness(
                 len(ordered),
                 offered,
                 ordered[len(ordered) // 2],
                 ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
                 ordered[-1],
+                entries,
             )
         finally:
             broker.close()

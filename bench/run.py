@@ -768,7 +768,8 @@ def bench_p10(r: Run) -> None:
             "delayed records forwarded rec/s",
             rate.records_per_s,
             ",.0f",
-            f"{rate.records:,} due at once; {rate.seconds:.2f} s from the service's start to the last",
+            f"{rate.records:,} due at once; {rate.seconds:.2f} s from the service's start to the last; CPU per "
+            f"1,000: service {rate.cpu_s_per_1000 * 1000:.1f} ms, broker {rate.broker_cpu_s_per_1000 * 1000:.1f} ms",
             "P10_delay_forward_rec_s",
         ),
         Line(
@@ -776,7 +777,8 @@ def bench_p10(r: Run) -> None:
             "delay lateness p99 ms",
             late.p99_ms,
             ".0f",
-            f"{late.offered_per_s:,.0f} rec/s offered, delays 1-5 s; p50 {late.p50_ms:.0f}, max {late.max_ms:.0f} ms",
+            f"{late.offered_per_s:,.0f} rec/s offered, delays 1-5 s; p50 {late.p50_ms:.0f}, max {late.max_ms:.0f} ms; "
+            f"{late.entries_per_record:.2f} level records per record",
             "P10_delay_lateness_p99_ms",
         ),
     )

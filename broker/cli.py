@@ -10,6 +10,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 import trio
@@ -18,10 +19,12 @@ from oncelog.broker.allocator import fix_malloc_thresholds
 from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
 from oncelog.broker.delay.buffer import DELAY_MAX_BUFFERED_RECORDS
 from oncelog.broker.delay.service import DelayService
-from oncelog.broker.node import BrokerNode
 from oncelog.broker.sasl.add_scram import add_scram_users, parse_spec
 from oncelog.broker.startup import StartupError
 from oncelog.client.delay import DEFAULT_DELAY_LEVELS, parse_levels
+
+if TYPE_CHECKING:
+    from oncelog.broker.node import BrokerNode
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_DATA_DIR = "./oncelog-data"
@@ -142,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(args)
     configure_logging(args.log_level)
+    from oncelog.broker.node import BrokerNode  # here: the other commands (delay-service) start faster without it
+
     try:
         config = resolve_config(args)
         node = BrokerNode(config)

@@ -36,6 +36,8 @@ class ProducerBatch:
         topic, partition = self.tp
         new = tuple.__new__
         for i, (record, fut) in enumerate(zip(self.records, self.futures, strict=True)):
+            if fut.done():  # a future shared by many records (``Producer.append_checked``) is set by the first
+                continue
             ts = log_append_time if log_append_time >= 0 else (record.timestamp or -1)
             offset = base_offset + i if base_offset >= 0 else -1
             fut.set_result(new(RecordMetadata, (topic, partition, offset, ts)))

@@ -228,6 +228,12 @@ class Admin:
         resp = await self._cluster.refresh_metadata(None)
         return {t.name: len(t.partitions) for t in resp.topics if t.error_code == 0 and (internal or not t.is_internal)}
 
+    async def request_topics(self, names: Iterable[str]) -> dict[str, int]:
+        """``{topic: partition count}`` of those of ``names`` that exist once the broker has answered a Metadata
+        request for them that allows auto-creation (so it creates those it creates on first use)."""
+        resp = await self._cluster.refresh_metadata(list(names), allow_auto_create=True)
+        return {t.name: len(t.partitions) for t in resp.topics if t.error_code == 0}
+
     async def describe_topics(self, names: Iterable[str]) -> dict[str, dict[int, int]]:
         """``{topic: {partition: leader node id}}``; raises the error of an unknown topic."""
         resp = await self._cluster.refresh_metadata(list(names), allow_auto_create=False)

@@ -323,6 +323,11 @@ class Producer:
             self._wakeup()
         return fut
 
+    async def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has, for :meth:`append_checked` (metadata refreshed when stale or unknown);
+        raises what ``send`` raises for a topic it cannot find."""
+        return await self._cluster.partitions_for(topic)
+
     async def cancel_delayed(self, delay_id: str) -> Future[RecordMetadata]:
         """Cancel the pending delayed record(s) sent with ``delay_id``: a record to the compacted cancel topic (in the
         open transaction, if any). It takes effect for a record due at least a fetch wait (200 ms) after it is

@@ -1,19 +1,21 @@
 """What the DelayService does with one record of a delay level, as a pure function of the record and the time.
 
-A record in level L is acted on at ``min(entered + L, deliver_at)``, ``entered`` being its timestamp in the level topic
-(the time it was appended there). Acting means, in this order: drop it when its delay id was cancelled; dead-letter it
-when it is malformed or its TTL ran out; deliver it when due; else move it to the longest level not longer than the
-remaining delay; else (less than the smallest level remains) wait for the due time if the record is in the smallest
-level and due within that level's duration of entering it, or else enter the smallest level (again). So only the
-smallest level ever waits past a record's act time, and never past its entry plus that level's duration: a record put
-in the longest level not longer than its delay is acted on in its partition's append order, only a partition's head
-needs watching, and a waiting head holds the records behind it for less than the smallest level.
+A record in level L is acted on at ``entered + L``, ``entered`` being its timestamp in the level topic (the time it was
+appended there), or at ``deliver_at`` when that comes first or, in a level above the smallest one S, less than S after
+``entered + L`` (the last bit of its wait is spent holding its partition's head in memory, not in one more transaction
+through S). Acting means, in this order: drop it when its delay id was cancelled; dead-letter it when it is malformed or
+its TTL ran out; deliver it when due; else move it to the longest level not longer than the remaining delay; else (less
+than S remains, because it was acted on late) enter S and wait there. A record put in the longest level not longer
+than its delay is acted on in its partition's append order, so only a partition's head needs watching, and a head
+waiting past its ``entered + L`` holds the records behind it (acted on at their ``entered + L`` or later) for less than
+S past their act time: lateness stays under S plus a forward's time, as without the hold, and a delay takes one
+transaction fewer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oncelog.client.dead_letter import REASON_TTL
 from oncelog.client.delay import (
@@ -34,24 +36,26 @@ REASON_INVALID = "invalid-delay-headers"
 REASON_NO_TARGET = "target-unavailable"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Wait:
     """Nothing to do before ``until_ms``."""
 
     until_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Deliver:
-    """Due: send to ``target`` (``partition``, or the key's partition when None) with the original timestamp."""
+    """Due: send to ``target`` (``partition``, or the key's partition when None) with the original timestamp and
+    ``headers``, the record's own without the delay headers (found by ``route`` in its pass over them)."""
 
     target: str
     partition: int | None
     deliver_at_ms: int
     timestamp_ms: int
+    headers: Sequence[tuple[str, bytes | None]] = field(default=(), compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Hop:
     """Not due yet: move to ``level`` (the record enters it now)."""
 
@@ -59,7 +63,7 @@ class Hop:
     timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeadLetter:
     """Undeliverable (``reason``, ``detail``): to the dead-letter topic when one is configured, else dropped."""
 
@@ -68,13 +72,14 @@ class DeadLetter:
     timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Cancelled:
     """Its ``oncelog-delay-id`` was cancelled: dropped."""
 
     delay_id: str
 
 
+#: An action is a value: not changed once made (not frozen, whose construction costs twice as much per record).
 Action = Wait | Deliver | Hop | DeadLetter | Cancelled
 
 
@@ -84,13 +89,38 @@ _ROUTED_HEADERS = frozenset(
 )
 
 
-def _routed_headers(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, bytes | None]:
-    """The last value of each header ``route`` reads (as ``header_value``), in one pass."""
+def _routed_headers(
+    headers: Sequence[tuple[str, bytes | None]],
+) -> tuple[dict[str, bytes | None], list[tuple[str, bytes | None]]]:
+    """The last value of each header ``route`` reads (as ``header_value``), and the headers a delivered record keeps
+    (all but ``DELAY_HEADERS``), in one pass."""
     found: dict[str, bytes | None] = {}
-    for key, value in headers:
+    kept: list[tuple[str, bytes | None]] = []
+    for header in headers:
+        key = header[0]
         if key in _ROUTED_HEADERS:
-            found[key] = value
-    return found
+            found[key] = header[1]
+            if key == TTL_HEADER:
+                kept.append(header)
+        else:
+            kept.append(header)
+    return found, kept
+
+
+#: Target topic names by their header's bytes (a service delivers to few topics; bounded by ``_TARGETS_KEPT``).
+_targets: dict[bytes, str] = {}
+_TARGETS_KEPT = 1024
+
+
+def _target(raw: bytes) -> str:
+    """``raw`` decoded as UTF-8 (UnicodeDecodeError if it is not), from a small cache."""
+    target = _targets.get(raw)
+    if target is None:
+        target = raw.decode()
+        if len(_targets) >= _TARGETS_KEPT:
+            _targets.clear()
+        _targets[raw] = target
+    return target
 
 
 def _as_int(found: dict[str, bytes | None], name: str) -> int | None:
@@ -111,13 +141,13 @@ def route(
     cancelled: Container[str] = (),
 ) -> Action:
     """The action for ``record`` of ``level`` at ``now_ms`` (see the module docstring)."""
-    found = _routed_headers(record.headers)
+    found, kept = _routed_headers(record.headers)
     try:
         deliver_at = _as_int(found, DELIVER_AT_HEADER)
         partition = _as_int(found, PARTITION_HEADER)
         original = _as_int(found, ORIGINAL_TIMESTAMP_HEADER)
         raw_target = found.get(TARGET_HEADER)
-        target = raw_target.decode() if raw_target is not None else None
+        target = _target(raw_target) if raw_target is not None else None
     except (ValueError, UnicodeDecodeError) as exc:
         return DeadLetter(REASON_INVALID, str(exc), record.timestamp)
     timestamp = original if original is not None else record.timestamp
@@ -126,7 +156,9 @@ def route(
         return DeadLetter(REASON_INVALID, f"header {missing} is missing", timestamp)
     if partition is not None and partition < 0:
         return DeadLetter(REASON_INVALID, f"header {PARTITION_HEADER} is negative", timestamp)
-    act_at = min(record.timestamp + level.ms, deliver_at)
+    act_at = record.timestamp + level.ms
+    if deliver_at < act_at + (0 if level.ms == levels[0].ms else levels[0].ms):
+        act_at = deliver_at  # due within its level, or less than the smallest level after: waited out here
     if now_ms < act_at:
         return Wait(act_at)
     raw_id = found.get(DELAY_ID_HEADER)
@@ -135,12 +167,10 @@ def route(
     if TTL_HEADER in found and expired(timestamp, ((TTL_HEADER, found[TTL_HEADER]),), now_ms):
         return DeadLetter(REASON_TTL, f"{record.topic}: the record's oncelog-ttl-ms ran out while delayed", timestamp)
     if now_ms >= deliver_at:
-        return Deliver(target, partition, deliver_at, timestamp)
+        return Deliver(target, partition, deliver_at, timestamp, kept)
     next_level = choose_level(levels, deliver_at - now_ms)
     if next_level is not None:
         return Hop(next_level, timestamp)
-    if level == levels[0] and deliver_at <= record.timestamp + level.ms:
-        return Wait(deliver_at)
-    # Less than the smallest level remains, but waiting for it here would hold this partition's later records past
-    # the time they entered plus the smallest level: it enters the smallest level (again) and waits there.
+    # Acted on late, with less than the smallest level left: waiting for it here could hold this partition's later
+    # records more than the smallest level past their act time, so it enters the smallest level and waits there.
     return Hop(levels[0], timestamp)

@@ -20,7 +20,10 @@ Guarantees:
 - cancellations: the cancel topic is read to its end before the first forward, then with every fetch; a
   cancellation acknowledged at least ``DISCOVERY_INTERVAL_S`` before the record's due time takes effect;
 - nothing is created on the broker until a producer first uses a delay level: the service polls for the level
-  topics (and for partitions and levels added later) every ``DISCOVERY_INTERVAL_S``.
+  topics (and for partitions and levels added later) every ``DISCOVERY_INTERVAL_S``; once one exists it has the
+  broker create the others (in the background, retried until all exist), so that a record's first move to a level
+  does not wait for that topic's creation, which cannot succeed while brokers are away (a ~30 s stall after a
+  broker's death, in a cluster). A record is moved only to levels whose topics exist.
 
 Any error ends the round: the open transaction is aborted, clients are closed, and the service starts again from the
 committed offsets after ``RESTART_BACKOFF_S`` (so a broker restart under a separate service costs a retry, not data).
@@ -40,21 +43,23 @@ import anyio.abc
 import structlog
 from oncelog.broker.delay.buffer import DELAY_MAX_BUFFERED_RECORDS, PartitionBuffer
 from oncelog.broker.delay.route import REASON_NO_TARGET, Action, Cancelled, DeadLetter, Deliver, Hop, route
+from oncelog.client.accumulator import record_size
 from oncelog.client.admin import Admin
 from oncelog.client.consumer import Consumer
 from oncelog.client.dead_letter import dead_letter_headers
 from oncelog.client.delay import (
     CANCEL_TOPIC,
-    DELAY_HEADERS,
     ORIGINAL_TIMESTAMP_HEADER,
     DelayLevel,
     commit_metadata,
 )
 from oncelog.client.eos import transaction
 from oncelog.client.errors import KafkaError, KafkaTimeoutError
-from oncelog.client.producer import Producer
-from oncelog.client.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from oncelog.client.future import Future
+from oncelog.client.producer import Producer, make_record
+from oncelog.client.types import ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
 from oncelog.protocol import ErrorCode
+from oncelog.protocol.records import SimpleRecord
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +73,8 @@ RESTART_BACKOFF_S = 1.0
 #: How often the service looks for delay topics and partitions created since (the first use of a level, or of
 #: cancellation, is seen within this).
 DISCOVERY_INTERVAL_S = 1.0
+#: Longest wait for one request creating the missing level topics (in the background).
+LEVEL_CREATION_WAIT_S = 5.0
 #: Latenesses of the last deliveries kept for ``stats``.
 LATENESS_WINDOW = 1000
 
@@ -131,6 +138,8 @@ class DelayService:
         self.cancelled: set[str] = set()
         #: Set once the first round is consuming (tests wait for it).
         self.ready = anyio.Event()
+        #: The levels whose topics exist (as of the last discovery): the only ones a record is moved to.
+        self._live_levels: tuple[DelayLevel, ...] = self.levels
 
     def reassign_soon(self) -> None:
         """Look at which partitions are owned now rather than at the next discovery (a leadership change)."""
@@ -175,6 +184,7 @@ class DelayService:
                     **self._security,
                 ) as consumer,
             ):
+                holders.start_soon(self._create_levels)
                 await self._serve(admin, consumer, _Producers(holders, producers), topics)
 
     async def _serve(self, admin: Admin, consumer: Consumer, producers: _Producers, topics: dict[str, int]) -> None:
@@ -214,6 +224,22 @@ class DelayService:
             for tp, buffer in buffers.items():
                 self.stats.levels[self._by_topic[tp.topic].name].buffered = len(buffer)
 
+    async def _create_levels(self) -> None:
+        """Until every level's topic exists, ask the broker for the missing ones (it creates delay topics on first
+        use), every ``DISCOVERY_INTERVAL_S``, each attempt bounded by ``LEVEL_CREATION_WAIT_S``. A level topic first
+        wanted for a record's move would be created then, and that fails while brokers are away (it takes the
+        cluster's replication factor); so all are made as soon as any is used, and until a level exists no record
+        moves to it (``route`` is given the existing levels only)."""
+        async with Admin(self.bootstrap_servers, client_id="oncelog-delay-service", **self._security) as admin:
+            missing = [level.topic for level in self.levels]
+            while missing:
+                with anyio.move_on_after(LEVEL_CREATION_WAIT_S), contextlib.suppress(KafkaError, OSError):
+                    created = await admin.request_topics(missing)
+                    missing = [topic for topic in missing if topic not in created]
+                if missing:
+                    await anyio.sleep(DISCOVERY_INTERVAL_S)
+            self._rediscover_now = True
+
     async def _wait_for_delay_topics(self, admin: Admin) -> dict[str, int]:
         """The topics once a delay level topic exists. Until a producer first uses one, the service takes no
         resources of the broker: no topics, no transactional id, no group."""
@@ -246,6 +272,7 @@ class DelayService:
             for p in range(topics.get(topic, 0))
             if self._owns is None or self._owns(TopicPartition(topic, p))
         ]
+        self._live_levels = tuple(level for level in self.levels if topics.get(level.topic, 0) > 0)
         gone = [tp for tp in buffers if tp not in owned]
         new_levels = [tp for tp in owned if tp not in buffers]
         if not new_cancel and not new_levels and not gone:
@@ -302,12 +329,13 @@ class DelayService:
         batch: dict[TopicPartition, list[tuple[ConsumerRecord, Action]]] = {}
         taken_count = 0
         next_due: int | None = None
+        live = self._live_levels
         for tp, buffer in buffers.items():
             level = self._by_topic[tp.topic]
             room = MAX_RECORDS_PER_TRANSACTION - taken_count
             if room <= 0:
                 return batch, now
-            taken, due = buffer.take_due(lambda r, lv=level: route(r, lv, self.levels, now, self.cancelled), room)
+            taken, due = buffer.take_due(lambda r, lv=level: route(r, lv, live, now, self.cancelled), room)
             if taken:
                 batch[tp] = taken
                 taken_count += len(taken)
@@ -322,15 +350,10 @@ class DelayService:
         records."""
         now = self._clock_ms()
         delivered: list[int] = []
-        counts: Counter[str] = Counter()
         first = batch[0][0]
         tp = TopicPartition(first.topic, first.partition)
         async with transaction(producer):
-            for record, action in batch:
-                kind = await self._apply(producer, record, action, now)
-                counts[kind] += 1
-                if kind == "delivered" and isinstance(action, Deliver):
-                    delivered.append(now - action.deliver_at_ms)
+            counts = await self._queue(producer, batch, now, delivered)
             # The committed offsets' metadata tells ``oncelog delay stats`` when and how late the last forwards were.
             offset = batch[-1][0].offset + 1
             metadata = commit_metadata(now, max(delivered) if delivered else None)
@@ -343,39 +366,97 @@ class DelayService:
         for kind, n in counts.items():
             setattr(level_stats, kind, getattr(level_stats, kind) + n)
 
-    async def _apply(self, producer: Producer, record: ConsumerRecord, action: Action, now: int) -> str:
-        """Queue ``action``'s records in the open transaction; returns the LevelStats counter it counts under."""
-        if isinstance(action, Hop):
-            headers = [(k, v) for k, v in record.headers if k != ORIGINAL_TIMESTAMP_HEADER]
-            headers.append((ORIGINAL_TIMESTAMP_HEADER, str(action.timestamp_ms).encode()))
-            await producer.send(action.level.topic, record.value, record.key, headers=headers, timestamp_ms=now)
-            return "moved"
-        if isinstance(action, Deliver):
-            headers = [(k, v) for k, v in record.headers if k not in DELAY_HEADERS]
-            try:
-                await producer.send(
-                    action.target,
-                    record.value,
-                    record.key,
-                    partition=action.partition,
-                    headers=headers,
-                    timestamp_ms=action.timestamp_ms,
-                )
-            except KafkaError as exc:
-                if not isinstance(exc, KafkaTimeoutError) and exc.code not in _NO_TARGET_CODES:
-                    raise
-                detail = f"cannot deliver to {action.target} partition {action.partition}: {exc}"
-                return await self._dead_letter(producer, record, DeadLetter(REASON_NO_TARGET, detail, record.timestamp))
-            return "delivered"
-        if isinstance(action, Cancelled):
-            self.cancelled.discard(action.delay_id)
-            # The cancellation has done its work: a tombstone lets compaction remove it (same transaction).
-            await producer.send(CANCEL_TOPIC, None, action.delay_id)
-            return "cancelled"
-        assert isinstance(action, DeadLetter)
-        return await self._dead_letter(producer, record, action)
+    async def _queue(
+        self, producer: Producer, batch: list[tuple[ConsumerRecord, Action]], now: int, delivered: list[int]
+    ) -> Counter[str]:
+        """Queue every action's record in the open transaction; returns how many count under each LevelStats
+        counter, and adds each delivery's lateness to ``delivered``.
 
-    async def _dead_letter(self, producer: Producer, record: ConsumerRecord, action: DeadLetter) -> str:
+        First the partition count of every topic written to is looked up (the only awaits: a target that does not
+        exist is dead-lettered), then every record is queued in one step of the event loop, all of them on one
+        shared future (a failed send fails the transaction, which is all that is read of it)."""
+        partitions: dict[str, int | KafkaError] = {}
+        for _record, action in batch:
+            topic = self._topic_of(action)
+            if topic is not None and topic not in partitions:
+                partitions[topic] = await self._partition_count(producer, topic, isinstance(action, Deliver))
+        needs_dead_letter = self.dead_letter_topic is not None and (
+            any(isinstance(action, DeadLetter) for _record, action in batch)
+            or any(isinstance(count, KafkaError) for count in partitions.values())
+        )
+        if needs_dead_letter and self.dead_letter_topic not in partitions:
+            assert self.dead_letter_topic is not None
+            partitions[self.dead_letter_topic] = await producer.partition_count(self.dead_letter_topic)
+        # Nothing is awaited from here on: the producer's state checked once holds for every record below.
+        producer.check_sendable()
+        shared: Future[RecordMetadata] = Future()
+        append = producer.append_checked
+        new_record = tuple.__new__
+        counts: Counter[str] = Counter()
+        for record, action in batch:
+            kind = type(action)
+            if kind is Deliver:
+                assert isinstance(action, Deliver)
+                count = partitions[action.target]
+                if isinstance(count, KafkaError) or (action.partition is not None and action.partition >= count):
+                    error = count if isinstance(count, KafkaError) else f"it has {count} partitions"
+                    detail = f"cannot deliver to {action.target} partition {action.partition}: {error}"
+                    dead = DeadLetter(REASON_NO_TARGET, detail, record.timestamp)
+                    counts[self._dead_letter(append, partitions, shared, record, dead)] += 1
+                    continue
+                out = new_record(SimpleRecord, (record.key, record.value, action.headers, action.timestamp_ms))
+                append(action.target, out, action.partition, count, record_size(out), shared)
+                delivered.append(now - action.deliver_at_ms)
+                counts["delivered"] += 1
+            elif kind is Hop:
+                assert isinstance(action, Hop)
+                headers = [header for header in record.headers if header[0] != ORIGINAL_TIMESTAMP_HEADER]
+                headers.append((ORIGINAL_TIMESTAMP_HEADER, str(action.timestamp_ms).encode()))
+                out = new_record(SimpleRecord, (record.key, record.value, headers, now))
+                topic = action.level.topic
+                append(topic, out, None, partitions[topic], record_size(out), shared)
+                counts["moved"] += 1
+            elif kind is Cancelled:
+                assert isinstance(action, Cancelled)
+                self.cancelled.discard(action.delay_id)
+                # The cancellation has done its work: a tombstone lets compaction remove it (same transaction).
+                out = make_record(None, action.delay_id, None, None)
+                append(CANCEL_TOPIC, out, None, partitions[CANCEL_TOPIC], record_size(out), shared)
+                counts["cancelled"] += 1
+            else:
+                assert isinstance(action, DeadLetter)
+                counts[self._dead_letter(append, partitions, shared, record, action)] += 1
+        return counts
+
+    def _topic_of(self, action: Action) -> str | None:
+        """The topic ``action`` writes to (None: the dead-letter topic, or nothing)."""
+        if isinstance(action, Deliver):
+            return action.target
+        if isinstance(action, Hop):
+            return action.level.topic
+        if isinstance(action, Cancelled):
+            return CANCEL_TOPIC
+        return None
+
+    @staticmethod
+    async def _partition_count(producer: Producer, topic: str, target: bool) -> int | KafkaError:
+        """``topic``'s partition count; for a delivery ``target``, the error when it cannot be written to (the
+        record is then dead-lettered); any other error raises."""
+        try:
+            return await producer.partition_count(topic)
+        except KafkaError as exc:
+            if target and (isinstance(exc, KafkaTimeoutError) or exc.code in _NO_TARGET_CODES):
+                return exc
+            raise
+
+    def _dead_letter(
+        self,
+        append: Callable[..., Future[RecordMetadata]],
+        partitions: dict[str, int | KafkaError],
+        shared: Future[RecordMetadata],
+        record: ConsumerRecord,
+        action: DeadLetter,
+    ) -> str:
         if self.dead_letter_topic is None:
             log.warning(
                 "delay_record_dropped", topic=record.topic, partition=record.partition, offset=record.offset,
@@ -383,9 +464,9 @@ class DelayService:
             )  # fmt: skip
         else:
             headers = dead_letter_headers(record, action.reason, action.detail, timestamp_ms=action.timestamp_ms)
-            await producer.send(
-                self.dead_letter_topic, record.value, record.key, headers=headers, timestamp_ms=action.timestamp_ms
-            )
+            out = make_record(record.value, record.key, headers, action.timestamp_ms)
+            count = partitions[self.dead_letter_topic]
+            append(self.dead_letter_topic, out, None, count, record_size(out), shared)
         return "dead_lettered"
 
 

@@ -134,6 +134,7 @@ class GroupCoordinator(OffsetsMixin):
         self._wakeup = trio.Event()
         #: (offsets partition, producer id) -> groups holding pending transactional offsets of that producer.
         self._pending_txn: dict[tuple[int, int], set[str]] = {}
+        self._txn_appends: dict[tuple[int, int], list[list[bool]]] = {}
         self._running = False
         #: The ``__consumer_offsets`` partitions whose groups this broker coordinates.
         self.partitions = CoordinatorPartitions(

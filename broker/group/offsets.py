@@ -104,6 +104,9 @@ class OffsetsMixin:
     _groups: dict[str, Group]
     _locks: KeyedLocks[str]
     _pending_txn: dict[tuple[int, int], set[str]]
+    #: (offsets partition, producer id) -> a flag per TxnOffsetCommit append of that producer under way there, set
+    #: when one of the producer's markers reaches the partition meanwhile (its transaction ended: the offsets with it).
+    _txn_appends: dict[tuple[int, int], list[list[bool]]]
     #: Set once ``run`` started the timers (groups loaded later are scheduled at once).
     _running: bool
 
@@ -179,6 +182,8 @@ class OffsetsMixin:
         """A transaction marker reached a partition: commit or drop the producer's pending offsets there."""
         if topic != CONSUMER_OFFSETS_TOPIC:
             return
+        for appending in self._txn_appends.get((partition, producer_id), ()):
+            appending[0] = True
         for group_id in self._pending_txn.pop((partition, producer_id), ()):
             group = self._groups.get(group_id)
             if group is not None:
@@ -261,11 +266,25 @@ class OffsetsMixin:
         valid = [(tp, v) for tp, v in offsets.items() if tp not in errors]
         if valid:
             records = [(encode_offset_key(group.group_id, t, p), encode_offset_value(v)) for (t, p), v in valid]
-            error, first = await self.group_log.append(
-                group.group_id, records, producer_id=producer_id, producer_epoch=producer_epoch
-            )
+            # A marker of this producer may reach the partition while the append waits to be durable (a fencing
+            # InitProducerId aborts the transaction): then the offsets, appended before it, ended with it, and are
+            # not kept pending, as no later marker would end them (Kafka adds them before the append for this).
+            key = (self.group_log.partition_for(group.group_id), producer_id)
+            ended = [False]
+            self._txn_appends.setdefault(key, []).append(ended)
+            try:
+                error, first = await self.group_log.append(
+                    group.group_id, records, producer_id=producer_id, producer_epoch=producer_epoch
+                )
+            finally:
+                under_way = self._txn_appends[key]
+                under_way[:] = [flag for flag in under_way if flag is not ended]
+                if not under_way:
+                    del self._txn_appends[key]
             if error != ErrorCode.NONE:
                 errors.update(dict.fromkeys((tp for tp, _ in valid), error))
+            elif producer_id >= 0 and ended[0]:
+                log.info("txn_offsets_ended_while_appended", group_id=group.group_id, producer_id=producer_id)
             elif producer_id >= 0:
                 pending = group.pending_txn_offsets.setdefault(producer_id, {})
                 for i, (tp, value) in enumerate(valid):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import pytest
 import sniffio
 from oncelog.client import ConfigError, Consumer, IllegalStateError, Producer, TopicPartition
+from oncelog.client.accumulator import ProducerBatch
 from oncelog.client.fetch_parse import parse_partition
+from oncelog.client.future import Future
 from oncelog.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from oncelog.client.txn_manager import TransactionManager, TxnState
+from oncelog.client.types import RecordMetadata
 from oncelog.protocol.records import ControlType, SimpleRecord, encode_batch, encode_control_batch
 
 
@@ -212,3 +215,16 @@ def test_transition_table_rejects_illegal_moves() -> None:
     tm.transition(TxnState.FATAL_ERROR)
     with pytest.raises(IllegalStateError):
         tm.transition(TxnState.READY)
+
+
+def test_a_batch_completes_a_future_shared_by_its_records_once_and_its_own_futures_each() -> None:
+    shared, own = Future(), Future()
+    batch = ProducerBatch(TopicPartition("t", 1), 0.0, 1.0)
+    for record, fut in ((SimpleRecord(b"k", b"a", [], 5), shared), (SimpleRecord(b"k", b"b", [], 6), own)):
+        batch.records.append(record)
+        batch.futures.append(fut)
+    batch.records.append(SimpleRecord(b"k", b"c", [], 7))
+    batch.futures.append(shared)
+    batch.complete(100, -1)
+    assert shared.result() == RecordMetadata("t", 1, 100, 5)  # the first record's metadata, not overwritten
+    assert own.result() == RecordMetadata("t", 1, 101, 6)

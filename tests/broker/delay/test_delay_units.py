@@ -3,6 +3,7 @@ bundled producer's scheduling and the dead-letter headers."""
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -18,6 +19,7 @@ from oncelog.broker.delay.route import (
     Wait,
     route,
 )
+from oncelog.broker.delay.service import DelayService
 from oncelog.broker.delay.topics import delay_topic_spec
 from oncelog.client.dead_letter import DLT_ORIGINAL_OFFSET, DLT_ORIGINAL_PARTITION, REASON_HEADER, dead_letter_headers
 from oncelog.client.delay import (
@@ -41,9 +43,10 @@ def record(headers, timestamp=1_000_000, offset=0, topic="__delay-5s", key=b"k")
     return ConsumerRecord(topic, 0, offset, timestamp, 0, key, b"v", list(headers))
 
 
-def test_default_levels_are_the_issues_twelve_plus_two_short_ones() -> None:
+def test_default_levels_are_the_issues_twelve_plus_four_short_ones() -> None:
     names = [level.name for level in parse_levels(DEFAULT_DELAY_LEVELS)]
-    assert names == ["250ms", "1s", "5s", "10s", "30s", "1m", "2m", "5m", "10m", "20m", "30m", "45m", "1h", "2h"]
+    assert names[:4] == ["250ms", "500ms", "1s", "2s"]
+    assert names[4:] == ["5s", "10s", "30s", "1m", "2m", "5m", "10m", "20m", "30m", "45m", "1h", "2h"]
     assert parse_levels("2h,5s")[0].topic == "__delay-5s"
     assert [lv.ms for lv in parse_levels("500ms,1m,1d")] == [500, 60_000, 86_400_000]
 
@@ -82,6 +85,68 @@ def test_route_waits_moves_down_then_delivers_never_early() -> None:
     assert route(final, LEVELS[0], LEVELS, due) == Deliver("t", None, due, entered)  # the original timestamp
     # Acted on late in a longer level with less than the smallest level left: to the smallest level, not a wait there.
     assert route(moved, LEVELS[1], LEVELS, due - 500) == Hop(LEVELS[0], entered)
+
+
+def test_route_holds_less_than_the_smallest_level_left_at_the_end_of_a_longer_level() -> None:
+    entered = 1_000_000
+    held = record(delay_headers("t", entered + 5_600), timestamp=entered)  # in the 5s level: 0.6 s left after it
+    assert route(held, LEVELS[1], LEVELS, entered + 4_999) == Wait(entered + 5_600)
+    assert route(held, LEVELS[1], LEVELS, entered + 5_600) == Deliver("t", None, entered + 5_600, entered)
+    # A whole smallest level left after it: one more level, not a hold.
+    moved = record(delay_headers("t", entered + 6_000), timestamp=entered)
+    assert route(moved, LEVELS[1], LEVELS, entered + 5_000) == Hop(LEVELS[0], entered)
+    # The smallest level holds nothing past its own end (it has no smaller level below it to stand for).
+    last = record(delay_headers("t", entered + 1_600), timestamp=entered, topic="__delay-1s")
+    assert route(last, LEVELS[0], LEVELS, entered + 1_000) == Hop(LEVELS[0], entered)
+
+
+def simulate(levels_text: str, delays_ms: list[int], gap_ms: int) -> tuple[float, list[int]]:
+    """The service's routing with forwards taking no time: one partition per level, a record with ``delays_ms[i]``
+    produced every ``gap_ms`` into the level ``schedule`` picks; returns the records appended to the levels per
+    record (1 + its moves between levels) and each delivery's lateness."""
+    levels = parse_levels(levels_text)
+    buffers = {level: PartitionBuffer(TopicPartition(level.topic, 0), 1 << 30) for level in levels}
+    appended = 0
+    late: list[int] = []
+
+    def append(level, timestamp: int, headers) -> None:
+        nonlocal appended
+        appended += 1
+        buffers[level].extend([record(headers, timestamp=timestamp, offset=appended, topic=level.topic)])
+
+    now, produced = 0, 0
+    while True:
+        while produced < len(delays_ms) and produced * gap_ms <= now:
+            delay = delays_ms[produced]
+            append(choose_level(levels, delay) or levels[0], now, delay_headers("t", now + delay))
+            produced += 1
+        wakes = [produced * gap_ms] if produced < len(delays_ms) else []
+        for level, buffer in buffers.items():
+            taken, due = buffer.take_due(lambda r, lv=level, at=now: route(r, lv, levels, at), 1 << 30)
+            for rec, action in taken:
+                if isinstance(action, Deliver):
+                    late.append(now - action.deliver_at_ms)
+                else:
+                    assert isinstance(action, Hop)
+                    original = (ORIGINAL_TIMESTAMP_HEADER, str(action.timestamp_ms).encode())
+                    append(action.level, now, [*(h for h in rec.headers if h[0] != original[0]), original])
+                    wakes.append(now)  # the moved record may be due at once
+            wakes += [] if due is None else [due]
+        if not wakes:
+            return appended / len(delays_ms), late
+        now = max(min(wakes), now + (0 if min(wakes) > now else 1))
+
+
+def test_records_are_never_early_and_late_by_less_than_the_smallest_level_in_few_moves() -> None:
+    rng = random.Random(26)
+    delays = [rng.randrange(1_000, 5_000) for _ in range(2_000)]
+    per_record, late = simulate(DEFAULT_DELAY_LEVELS, delays, gap_ms=1)
+    assert len(late) == len(delays) and min(late) >= 0 and max(late) < 250
+    # Delays of 1-5 s took ~5 appends through 250ms,1s,5s,... with a last move to 250ms; now ~2.5.
+    assert per_record < 3
+    # Delays of whole levels: no move at all. 1.999 s: 1s, 500ms, 250ms, then 250ms again (0.249 s left).
+    assert simulate(DEFAULT_DELAY_LEVELS, [2_000, 5_000, 60_000], gap_ms=1)[0] == 1
+    assert simulate(DEFAULT_DELAY_LEVELS, [1_999], gap_ms=1)[0] == 4
 
 
 def test_route_delivers_a_record_due_before_its_level_runs_out_at_its_due_time() -> None:
@@ -163,3 +228,36 @@ def test_expiry_filter_uses_the_header_else_the_topics_default() -> None:
     assert ExpiryFilter().split([old, young, bare], 2_000) == ([young, bare], [old])
     assert ExpiryFilter({"t": 500}).split([old, young, bare], 2_000) == ([young], [old, bare])
     assert ExpiryFilter({"t": 500}).split([bare], 1_499) == ([bare], [])
+
+
+async def test_the_service_moves_records_only_to_levels_whose_topics_exist() -> None:
+    """A level topic not created yet (its creation fails while brokers are away) is no move's target: the record
+    goes to an existing level instead of waiting for that topic's creation (a forward that waited ~30 s)."""
+
+    class Producers:
+        async def open(self, tp: TopicPartition, producer: object) -> None:
+            pass
+
+    class AssignOnly:
+        def assign(self, partitions: list[TopicPartition]) -> None:
+            self.assigned = partitions
+
+    levels = parse_levels("1s,4s")
+    service = DelayService("127.0.0.1:9", levels, transactional_id="t")
+    buffers: dict[TopicPartition, PartitionBuffer] = {}
+    consumer = AssignOnly()
+    await service._assign(consumer, Producers(), {"__delay-4s": 1}, buffers, [])
+    assert consumer.assigned == [TopicPartition("__delay-4s", 0)]
+    entered = 1_000_000
+    buffers[TopicPartition("__delay-4s", 0)].extend(
+        [record(delay_headers("t", entered + 6_000), timestamp=entered, topic="__delay-4s")]
+    )
+    service._clock_ms = lambda: entered + 4_000
+    batch, _ = service._take_due(buffers)
+    assert [action for _, action in batch[TopicPartition("__delay-4s", 0)]] == [Hop(levels[1], entered)]
+    await service._assign(consumer, Producers(), {"__delay-4s": 1, "__delay-1s": 1}, buffers, [])
+    buffers[TopicPartition("__delay-4s", 0)].extend(
+        [record(delay_headers("t", entered + 6_000), timestamp=entered, topic="__delay-4s", offset=1)]
+    )
+    batch, _ = service._take_due(buffers)
+    assert [action for _, action in batch[TopicPartition("__delay-4s", 0)]] == [Hop(levels[0], entered)]

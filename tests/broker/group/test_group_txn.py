@@ -3,6 +3,7 @@ and pending offsets surviving a restart."""
 
 from __future__ import annotations
 
+import trio
 from oncelog.protocol import ApiKey, ErrorCode
 
 from broker.group.test_groups import FAST, GROUP, _topic, fetch_offsets, join, sync
@@ -164,3 +165,40 @@ async def test_expiration_waits_for_pending_offsets_of_the_partition(start_broke
     }
     assert await _end(client, pid, epoch, True, TXN) == ErrorCode.NONE
     assert (await fetch_offsets(client, [(topic, 0)]))[(topic, 0)] == (5, "m", ErrorCode.NONE)
+
+
+async def test_an_abort_marker_during_the_offsets_append_leaves_no_pending_offsets(start_broker) -> None:
+    """The producer is fenced (its transaction aborted, the marker in ``__consumer_offsets``) while its TxnOffsetCommit
+    is appended and not yet durable: the offsets die with the transaction, instead of staying pending with no marker
+    left to end them (OffsetFetch answered UNSTABLE_OFFSET_COMMIT for good: a DelayService taking a partition over
+    stalled on it)."""
+    broker = await start_broker(**FAST)
+    client, fencer = await broker.connect(), await broker.connect()
+    topic = await _topic(client)
+    pid, epoch = await _init_ok(client, TXN)
+    await _add_offsets(client, pid, epoch)
+    group_log = broker.node.groups.group_log
+    appended, release = trio.Event(), trio.Event()
+    original = group_log.append
+
+    async def slow_append(*args, **kwargs):
+        result = await original(*args, **kwargs)
+        if kwargs.get("producer_id", -1) >= 0:
+            appended.set()
+            await release.wait()
+        return result
+
+    group_log.append = slow_append
+    answers = {}
+
+    async def commit() -> None:
+        answers.update(await _txn_commit(client, pid, epoch, {(topic, 0): 7}))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(commit)
+        await appended.wait()
+        assert (await _init_ok(fencer, TXN))[1] > epoch  # fences: the open transaction is aborted
+        release.set()
+    assert answers == {(topic, 0): ErrorCode.NONE}  # appended before the abort marker: aborted with it
+    stable = await fetch_offsets(fencer, [(topic, 0)], require_stable=True)
+    assert stable[(topic, 0)] == (-1, "", ErrorCode.NONE)
