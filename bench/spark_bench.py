@@ -10,9 +10,9 @@ Before Spark starts it times the Python halves alone, in this process: ``read_ra
 ``write_task`` of the same rows (records/s by wall clock and by this process's CPU time, which stays meaningful
 on a loaded machine), so a slow figure can be laid on the Python side or on Spark's.
 Each Spark figure comes with its split (``pipeline.stage_log``, seconds): start-up until the first task reads, the
-tasks' read and write spans with their CPU, the driver's commit, the tail after the last stage, and the CPU of the
-driver JVM and of the broker over the job. The session uses ``spark.python.daemon.module=oncelog.pipeline.daemon``
-(README, "Spark").
+tasks' read and write spans with their CPU, the driver's commit, the tail after the last stage, and the CPU over the
+job of the driver JVM, of the JVM with every Python process it started (``spark_cpu``), and of the broker. The
+session uses ``spark.python.daemon.module=oncelog.pipeline.daemon`` (README, "Spark").
 Goals: streaming copy >= 100k records/s, batch read >= 300k records/s.
 """
 
@@ -112,6 +112,19 @@ def jvm_pids() -> list[int]:
     return out
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` and all its descendants, live ones and ended ones their parents waited for
+    (the JVM and every Python daemon and worker it started)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+            todo.extend(child_pids(p))
+    return total
+
+
 def stage_split(path: str, since: float, until: float) -> dict[str, float]:
     """Where one Spark job's wall time went, from the data source's stage log (``pipeline.stage_log``): ``startup``
     (job start to the first task's read), ``read`` and ``write`` (first start to last end of the tasks' stages; a
@@ -191,13 +204,14 @@ def measure(records: int, partitions: int) -> SparkFigures:
         cpu_pids = [*jvm_pids(), broker.pid]
 
         def timed_read(label: str) -> float:
-            jvm_cpu, broker_cpu = cpu_of(cpu_pids[:-1]), cpu_of(cpu_pids[-1:])
+            jvm_cpu, broker_cpu, spark_cpu = cpu_of(cpu_pids[:-1]), cpu_of(cpu_pids[-1:]), tree_cpu(cpu_pids[0])
             t0, since = time.perf_counter(), time.time()
             n = reader().load().selectExpr("sum(length(value))").collect()[0][0] // 100
             dt = time.perf_counter() - t0
             split = stage_split(stage_log, since, time.time())
             split["jvm_cpu"] = round(cpu_of(cpu_pids[:-1]) - jvm_cpu, 2)
             split["broker_cpu"] = round(cpu_of(cpu_pids[-1:]) - broker_cpu, 2)
+            split["spark_cpu"] = round(tree_cpu(cpu_pids[0]) - spark_cpu, 2)
             print(
                 f"{label}: {n:,} records in {dt:.2f} s = {n / dt:,.0f} rec/s "
                 f"(goal >= {GOAL_READ:,}: {'met' if n / dt >= GOAL_READ else 'MISS'})\n  stages (s): {split}"
@@ -211,7 +225,7 @@ def measure(records: int, partitions: int) -> SparkFigures:
 
         with Admin(bs) as admin:
             admin.create_topic("bench-out", partitions)
-        jvm_cpu, broker_cpu = cpu_of(cpu_pids[:-1]), cpu_of(cpu_pids[-1:])
+        jvm_cpu, broker_cpu, spark_cpu = cpu_of(cpu_pids[:-1]), cpu_of(cpu_pids[-1:]), tree_cpu(cpu_pids[0])
         t0, since = time.perf_counter(), time.time()
         q = (
             spark.readStream.format("oncelog")
@@ -233,6 +247,7 @@ def measure(records: int, partitions: int) -> SparkFigures:
         data_s = copy_split.get("write_end", 0) - copy_split.get("startup", 0)
         copy_split["jvm_cpu"] = round(cpu_of(cpu_pids[:-1]) - jvm_cpu, 2)
         copy_split["broker_cpu"] = round(cpu_of(cpu_pids[-1:]) - broker_cpu, 2)
+        copy_split["spark_cpu"] = round(tree_cpu(cpu_pids[0]) - spark_cpu, 2)
         rate = records / dt
         print(
             f"exactly-once streaming copy: {records:,} records in {dt:.2f} s = {rate:,.0f} rec/s "
