@@ -7,9 +7,11 @@ partition are in flight; a batch to be retried goes back in sequence order at th
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
 
 from oncelog.client.future import Future
 from oncelog.client.types import RecordMetadata, TopicPartition
@@ -35,6 +37,12 @@ class ProducerBatch:
     def complete(self, base_offset: int, log_append_time: int) -> None:
         topic, partition = self.tp
         new = tuple.__new__
+        futures = self.futures
+        if futures and futures.count(futures[0]) == len(futures):  # one future shared by every record: set it once
+            record = self.records[0]
+            ts = log_append_time if log_append_time >= 0 else (record.timestamp or -1)
+            futures[0].set_result(new(RecordMetadata, (topic, partition, base_offset if base_offset >= 0 else -1, ts)))
+            return
         for i, (record, fut) in enumerate(zip(self.records, self.futures, strict=True)):
             if fut.done():  # a future shared by many records (``Producer.append_checked``) is set by the first
                 continue
@@ -43,7 +51,11 @@ class ProducerBatch:
             fut.set_result(new(RecordMetadata, (topic, partition, offset, ts)))
 
     def fail(self, error: BaseException) -> None:
-        for fut in self.futures:
+        futures = self.futures
+        if futures and futures.count(futures[0]) == len(futures):
+            futures[0].set_exception(error)
+            return
+        for fut in futures:
             fut.set_exception(error)
 
 
@@ -82,6 +94,42 @@ class RecordAccumulator:
         batch.futures.append(fut)
         batch.size += size
         return new, batch.size >= self.batch_size
+
+    def append_many(
+        self,
+        tp: TopicPartition,
+        records: Sequence[SimpleRecord],
+        sizes: Sequence[int],
+        fut: Future[RecordMetadata],
+        now: float,
+    ) -> tuple[bool, bool]:
+        """:meth:`append` of every record of ``records`` (of estimated ``sizes``) in order, with one future shared by
+        them all, batch by batch rather than record by record (batches are cut where :meth:`append` would cut them);
+        returns (a batch was started, a batch was filled)."""
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        prefix = list(accumulate(sizes, initial=0))
+        new = full = False
+        i, n = 0, len(records)
+        while i < n:
+            batch = queue[-1] if queue else None
+            if (
+                batch is None
+                or batch.payload is not None
+                or (batch.records and batch.size + sizes[i] > self.batch_size)
+            ):
+                batch = ProducerBatch(tp, now, now + self.delivery_timeout_s)
+                queue.append(batch)
+                new = True
+            # record i goes in (as append puts it), then every following one that still fits
+            j = max(bisect_right(prefix, prefix[i] + self.batch_size - batch.size, i) - 1, i + 1)
+            batch.records += records[i:j]
+            batch.futures += repeat(fut, j - i)
+            batch.size += prefix[j] - prefix[i]
+            full = full or batch.size >= self.batch_size
+            i = j
+        return new, full
 
     def ready(
         self, now: float, *, flushing: bool, sendable: Callable[[TopicPartition], bool]

@@ -414,6 +414,40 @@ class Consumer:
             if out or time.monotonic() >= deadline:
                 return out
 
+    async def getmany_batches(self, tp: TopicPartition, *, timeout_ms: int = 0) -> list[Selected]:
+        """The fetched data batches of ``tp``, not decoded, waiting up to ``timeout_ms`` for some; the position moves
+        past them. For callers that decode whole batches into columns themselves (the Spark source builds Arrow
+        columns from them, ``oncelog.pipeline.columns``).
+
+        The batches are what ``fetch_parse.select_batches`` kept: CRC checked, never a control batch, with
+        read_committed never a batch of an aborted transaction; each carries its fetch position, and records before it
+        (the first batch of a fetch may start earlier) are the caller's to drop, as are records past their TTL (no
+        expiry filter runs here). Raises IllegalStateError when :meth:`getmany` left decoded records of ``tp``."""
+        if not self._started or self._closed:
+            raise IllegalStateError("the consumer is not started")
+        self._check_assigned(tp)
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            self._apply_completed()
+            out = self._take_batches(tp)
+            if out:
+                self._prefetch([tp])
+                return out
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return out
+            await self._fetch([tp], max(0, min(int(remaining * 1000), self.fetch_max_wait_ms)))
+
+    def _take_batches(self, tp: TopicPartition) -> list[Selected]:
+        buffered = self._buffer.get(tp)
+        if buffered is None:
+            return []
+        if buffered.start < len(buffered.records):
+            raise IllegalStateError(f"getmany left decoded records of {tp}: take them with getmany")
+        out = list(buffered.batches)
+        buffered.batches.clear()
+        return out
+
     async def getone(self) -> ConsumerRecord:
         """The next record of any assigned partition (waits as long as it takes)."""
         while True:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import anyio
@@ -327,6 +328,39 @@ class Producer:
         """How many partitions ``topic`` has, for :meth:`append_checked` (metadata refreshed when stale or unknown);
         raises what ``send`` raises for a topic it cannot find."""
         return await self._cluster.partitions_for(topic)
+
+    def append_many(
+        self,
+        topic: str,
+        partition: int,
+        count: int,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        sizes: Sequence[int],
+        timestamp_ms: int,
+        fut: Future[RecordMetadata],
+    ) -> None:
+        """Queue one record per (key, value) pair, without headers and with ``timestamp_ms``, for ``partition`` of
+        ``topic`` (of ``count`` partitions) in one step, as :meth:`append_checked` would queue each with the shared
+        future ``fut``: the producer's state and the partition are checked once, the records are built by one C-level
+        pass and batches are filled by slices. For bulk writers (the Spark sink) that computed each record's
+        ``record_size`` (``sizes``) and checked it against :attr:`max_record_size`; keys and values must be bytes or
+        None."""
+        self.check_sendable()
+        _check_partition(topic, partition, count)
+        tp = _new_tuple(TopicPartition, (topic, partition))
+        txn = self._txn
+        if txn is not None and txn.transactional_id is not None:
+            txn.maybe_add_partition(tp)
+        records = list(map(_new_tuple, repeat(SimpleRecord), zip(keys, values, repeat(()), repeat(timestamp_ms))))
+        new, full = self._acc.append_many(tp, records, sizes, fut, time.monotonic())
+        if new or full or self.config.linger_ms == 0 or (txn is not None and txn.new_partitions):
+            self._wakeup()
+
+    @property
+    def max_record_size(self) -> int:
+        """The largest ``record_size`` a record may have (max.request.size less a batch header)."""
+        return self.config.max_request_size - BATCH_OVERHEAD
 
     async def cancel_delayed(self, delay_id: str) -> Future[RecordMetadata]:
         """Cancel the pending delayed record(s) sent with ``delay_id``: a record to the compacted cancel topic (in the

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from oncelog.client.types import ConsumerRecord, TopicPartition
@@ -27,6 +28,7 @@ from oncelog.protocol.records import (
     BatchHeader,
     Compression,
     InvalidBatchError,
+    RecordColumns,
     decode_columns,
     records_section,
 )
@@ -69,19 +71,7 @@ def decode_compiled(buf: memoryview, pos: int, header: BatchHeader, tp: TopicPar
     uncompressed one (the reader's own inflation has no bound).
     """
     reader, corrupt = _compiled()
-    end = pos + header.size
-    if header.compression == Compression.NONE and end + PADDING <= len(buf):
-        view = buf[pos:end]
-    else:
-        body = buf[pos + BATCH_HEADER_SIZE : end]
-        if header.compression != Compression.NONE:
-            body = records_section(buf, pos, header)
-        size = BATCH_HEADER_SIZE + len(body)
-        raw = bytearray(size + PADDING)
-        raw[:BATCH_HEADER_SIZE] = buf[pos : pos + BATCH_HEADER_SIZE]
-        raw[BATCH_HEADER_SIZE:size] = body
-        raw[ATTRIBUTES_POS + 1] &= ~COMPRESSION_MASK  # the low byte of the big-endian attributes
-        view = memoryview(raw)[:size]
+    view = _compiled_view(buf, pos, header)
     topic, partition, ts_type = tp.topic, tp.partition, header.timestamp_type
     try:
         return [
@@ -104,6 +94,63 @@ def decode_compiled(buf: memoryview, pos: int, header: BatchHeader, tp: TopicPar
         raise InvalidBatchError(f"malformed record: {exc}") from None
     except UnicodeDecodeError:
         raise InvalidBatchError("record header key is not valid UTF-8") from None
+
+
+def _compiled_view(buf: memoryview, pos: int, header: BatchHeader) -> memoryview:
+    """The batch at ``pos`` as the compiled reader may read it: in place when uncompressed and followed by
+    :data:`PADDING` bytes, else an uncompressed copy followed by zeroed bytes."""
+    end = pos + header.size
+    if header.compression == Compression.NONE and end + PADDING <= len(buf):
+        view = buf[pos:end]
+    else:
+        body = buf[pos + BATCH_HEADER_SIZE : end]
+        if header.compression != Compression.NONE:
+            body = records_section(buf, pos, header)
+        size = BATCH_HEADER_SIZE + len(body)
+        raw = bytearray(size + PADDING)
+        raw[:BATCH_HEADER_SIZE] = buf[pos : pos + BATCH_HEADER_SIZE]
+        raw[BATCH_HEADER_SIZE:size] = body
+        raw[ATTRIBUTES_POS + 1] &= ~COMPRESSION_MASK  # the low byte of the big-endian attributes
+        view = memoryview(raw)[:size]
+    return view
+
+
+def columns_pure(buf: memoryview, pos: int, header: BatchHeader) -> RecordColumns:
+    """Every record of the data batch at ``pos`` as columns (``protocol.records.decode_columns``)."""
+    log_append_time = header.max_timestamp if header.timestamp_type == 1 else None
+    body = records_section(buf, pos, header)
+    return decode_columns(body, header.records_count, header.base_offset, header.base_timestamp, log_append_time)
+
+
+_OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS = map(attrgetter, ("offset", "timestamp", "key", "value", "headers"))
+
+
+def columns_compiled(buf: memoryview, pos: int, header: BatchHeader) -> RecordColumns:
+    """:func:`columns_pure` by the compiled reader: each field gathered by one C-level ``map(attrgetter)`` pass, no
+    tuple per record (headers come as the reader's lists of (key, value) tuples)."""
+    reader, corrupt = _compiled()
+    try:
+        records = list(reader(_compiled_view(buf, pos, header)))
+        headers = list(map(_HEADERS, records))
+    except corrupt as exc:
+        raise InvalidBatchError(f"malformed record: {exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidBatchError("record header key is not valid UTF-8") from None
+    return RecordColumns(
+        list(map(_OFFSET, records)),
+        list(map(_TIMESTAMP, records)),
+        list(map(_KEY, records)),
+        list(map(_VALUE, records)),
+        headers,
+    )
+
+
+ColumnDecoder = Callable[[memoryview, int, BatchHeader], RecordColumns]
+
+
+def columns_decoder() -> ColumnDecoder:
+    """The column decoder matching :func:`decoder`'s choice (compiled where installed and not turned off)."""
+    return columns_compiled if decoder() is decode_compiled else columns_pure
 
 
 def compiled_reader() -> tuple[Any, type[Exception]] | None:

@@ -41,6 +41,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from oncelog.client.admin import Admin as AsyncAdmin
 from oncelog.client.consumer import Consumer as AsyncConsumer
 from oncelog.client.errors import IllegalStateError, KafkaTimeoutError
+from oncelog.client.fetch_parse import Selected
 from oncelog.client.future import Future
 from oncelog.client.producer import Producer as AsyncProducer
 from oncelog.client.types import ConsumerRecord, RecordMetadata, TopicPartition
@@ -340,6 +341,9 @@ class Consumer(_Blocking):
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         return self._call(self._async.getmany, *partitions, timeout_ms=timeout_ms, max_records=max_records)
+
+    def getmany_batches(self, tp: TopicPartition, *, timeout_ms: int = 0) -> list[Selected]:
+        return self._call(self._async.getmany_batches, tp, timeout_ms=timeout_ms)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         consumer = self._async

@@ -24,6 +24,20 @@ Offsets = dict[TopicPartition, int]
 JsonOffsets = dict[str, dict[str, int]]
 
 
+@dataclass(frozen=True)
+class OffsetRange:
+    """One Spark input partition: a topic-partition and [start, end)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
 def to_json(offsets: Mapping[TopicPartition, int]) -> JsonOffsets:
     """``{tp: offset}`` -> ``{topic: {"partition": offset}}`` with sorted keys (partitions numerically)."""
     out: JsonOffsets = {}

@@ -2,38 +2,25 @@
 
 Guarantees: yields the records with start <= offset < end in offset order, each once; control records are never
 returned and, with read_committed, neither are records of aborted transactions (the client's fetch path drops
-them), so a range may yield fewer rows than end - start. Raises TimeoutError when the position stops advancing
-for ``timeout_ms`` (e.g. the range lies beyond what the broker has).
+them), nor records past their TTL (as the bundled consumer), so a range may yield fewer rows than end - start.
+Raises TimeoutError when the position stops advancing for ``timeout_ms`` (e.g. the range lies beyond what the
+broker has). Arrow columns are built from the fetched record batches in bulk (``pipeline.columns``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pyarrow as pa
-from oncelog.client import TopicPartition
+from oncelog.client.expiry import ExpiryFilter
 from oncelog.client.sync import Consumer
-from oncelog.pipeline.rows import records_to_batch
+from oncelog.pipeline.columns import to_arrow
+from oncelog.pipeline.offsets import OffsetRange
 
 MAX_ROWS_PER_BATCH = 20000  # rows per Arrow batch handed to Spark
 MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024  # max.partition.fetch.bytes for range reads (Kafka default 1048576)
 FETCH_WAIT_MS = 200
-
-
-@dataclass(frozen=True)
-class OffsetRange:
-    """One Spark input partition: a topic-partition and [start, end)."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 def read_range(
@@ -56,11 +43,10 @@ def read_range(
         consumer.seek(tp, rng.start)
         position = rng.start
         stalled_since = time.monotonic()
+        expiry = ExpiryFilter()
         while position < rng.end:
-            got = consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS, max_records=MAX_ROWS_PER_BATCH).get(tp, [])
-            records = [r for r in got if r.offset < rng.end] if got and got[-1].offset >= rng.end else got
-            if records:
-                yield records_to_batch(records)
+            selected = consumer.getmany_batches(tp, timeout_ms=FETCH_WAIT_MS)
+            yield from to_arrow(tp, selected, rng.end, expiry=expiry, max_rows=MAX_ROWS_PER_BATCH)
             new_position = consumer.position(tp)
             if new_position > position:
                 position = new_position

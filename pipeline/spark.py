@@ -19,17 +19,14 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import pyarrow as pa
 from oncelog.client import Admin, KafkaError
 from oncelog.pipeline import offsets as off
 from oncelog.pipeline.options import SinkOptions, SourceOptions
-from oncelog.pipeline.range_reader import OffsetRange, read_range
-from oncelog.pipeline.rows import SCHEMA_DDL
-from oncelog.pipeline.txn_end import end_transactions, fence_dangling
-from oncelog.pipeline.txn_task import TaskCommit, write_task
+from oncelog.pipeline.stage_log import stage
+from oncelog.pipeline.txn_end import TaskCommit, end_transactions, fence_dangling
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
@@ -43,6 +40,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+if TYPE_CHECKING:  # the executor halves import pyarrow (and numpy) when they run: the driver's Python processes
+    import pyarrow as pa  # (planning, commits) then start without them
+
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets on every micro-batch job
 
 # Spark starts executor Python workers with PYSPARK_PYTHON (default: "python3" on PATH), which may lack oncelog.
@@ -52,10 +52,21 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 def _ranges(start: off.Offsets, end: off.Offsets) -> list[InputPartition]:
     """One input partition (value: an OffsetRange) per topic-partition with offsets in [start, end)."""
     return [
-        InputPartition(OffsetRange(tp.topic, tp.partition, start.get(tp, end[tp]), end[tp]))
+        InputPartition(off.OffsetRange(tp.topic, tp.partition, start.get(tp, end[tp]), end[tp]))
         for tp in sorted(end)
         if end[tp] > start.get(tp, end[tp])
     ]
+
+
+def _read(opts: SourceOptions, rng: off.OffsetRange) -> Iterator[pa.RecordBatch]:
+    from oncelog.pipeline.range_reader import read_range
+
+    with stage("read", partition=rng.partition, offsets=rng.end - rng.start) as fields:
+        rows = 0
+        for batch in read_range(opts.bootstrap, rng, isolation=opts.isolation, timeout_ms=opts.read_timeout_ms):
+            rows += batch.num_rows
+            yield batch
+        fields["rows"] = rows
 
 
 class OncelogBatchReader(DataSourceReader):
@@ -71,9 +82,7 @@ class OncelogBatchReader(DataSourceReader):
         return _ranges({tp: start.get(tp, snap.earliest[tp]) for tp in end}, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_range(
-            self.opts.bootstrap, partition.value, isolation=self.opts.isolation, timeout_ms=self.opts.read_timeout_ms
-        )
+        return _read(self.opts, partition.value)
 
 
 class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -113,9 +122,7 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _ranges(off.from_json(start), off.from_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_range(
-            self.opts.bootstrap, partition.value, isolation=self.opts.isolation, timeout_ms=self.opts.read_timeout_ms
-        )
+        return _read(self.opts, partition.value)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: progress lives in Spark's checkpoint (offsets are not committed to a group)."""
@@ -144,13 +151,19 @@ class _ExactlyOnceWriter:
         if batch_id is None:
             prop = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
             batch_id = int(prop) if prop is not None else 0
-        return write_task(self.sink, partition_id, batch_id, batches)
+        from oncelog.pipeline.txn_task import write_task
+
+        with stage("write", partition=partition_id, batch=batch_id) as fields:
+            result = write_task(self.sink, partition_id, batch_id, batches)
+            fields["rows"] = result.rows
+        return result
 
     def _commit(self, messages: Sequence[TaskCommit | None]) -> None:
-        end_transactions(self.sink.bootstrap, messages, commit=True)
-        # Every task of this batch has reported, so any other open transaction of this query was left by a run
-        # that died (it would hold back the output's LSO until transaction.timeout.ms): abort it.
-        fence_dangling(self.sink, keep={m.transactional_id for m in messages if m is not None})
+        with stage("commit", tasks=len(messages)):
+            end_transactions(self.sink.bootstrap, messages, commit=True)
+            # Every task of this batch has reported, so any other open transaction of this query was left by a run
+            # that died (it would hold back the output's LSO until transaction.timeout.ms): abort it.
+            fence_dangling(self.sink, keep={m.transactional_id for m in messages if m is not None})
 
     def _abort(self, messages: Sequence[TaskCommit | None]) -> None:
         # Best effort: a transaction that cannot be aborted here is aborted by the next attempt of its
@@ -202,6 +215,8 @@ class OncelogDataSource(DataSource):
         return "oncelog"
 
     def schema(self) -> str:
+        from oncelog.pipeline.rows import SCHEMA_DDL
+
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:

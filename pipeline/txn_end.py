@@ -14,14 +14,28 @@ replays it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import anyio
 from oncelog.client import Admin, KafkaError, KafkaTimeoutError, Producer
 from oncelog.pipeline.options import SinkOptions
-from oncelog.pipeline.txn_task import TaskCommit
 
 END_TXN_TIMEOUT_S = 60.0  # how long one EndTxn may be retried (max.block.ms, Kafka default 60000)
 RETRY_BACKOFF_S = 0.05
+
+
+@dataclass(frozen=True)
+class TaskCommit:
+    """What a task hands to the driver: the open transaction to end, or ``skipped`` when the marker showed the
+    batch already committed (``transactional_id`` is then still set, ``producer_id`` is -1)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partition_id: int
+    batch_id: int
+    rows: int
+    skipped: bool = False
 
 
 class TransactionEndError(KafkaError):

@@ -17,36 +17,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from oncelog.client import Consumer, KafkaError, OffsetAndMetadata, Producer, TopicPartition, TxnState
+from oncelog.client.accumulator import RECORD_OVERHEAD
 from oncelog.client.future import Future
 from oncelog.client.types import RecordMetadata
 from oncelog.pipeline.options import SinkOptions
+from oncelog.pipeline.partitioning import partitions_for_keys
 from oncelog.pipeline.rows import batch_to_sends
+from oncelog.pipeline.txn_end import TaskCommit
 
 WRITE_LINGER_MS = 20  # linger.ms for task producers (Kafka default 5): fuller batches at high rates
 WRITE_BATCH_SIZE = 512 * 1024  # batch.size for task producers (Kafka default 16384)
 SEND_CHUNK = 2000  # rows queued between two turns of the event loop
-
-
-@dataclass(frozen=True)
-class TaskCommit:
-    """What a task hands to the driver: the open transaction to end, or ``skipped`` when the marker showed the
-    batch already committed (``transactional_id`` is then still set, ``producer_id`` is -1)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    partition_id: int
-    batch_id: int
-    rows: int
-    skipped: bool = False
 
 
 async def send_rows(
@@ -68,6 +59,68 @@ async def send_rows(
             append(topic, record, partition, count, size, shared)
         if i % SEND_CHUNK == 0:
             await anyio.lowlevel.checkpoint()
+
+
+def _bulk_columns(batch: pa.RecordBatch, default_topic: str | None) -> tuple[pa.Array, pa.Array] | None:
+    """(keys, values) as binary arrays when the batch can go through :func:`send_batch`'s bulk path: a ``topic``
+    option, a value column, a key column without nulls (murmur2 decides every partition), no ``partition`` column
+    with values and no headers; else None."""
+    names = batch.schema.names
+    if default_topic is None or "value" not in names or "key" not in names:
+        return None
+    keys = batch.column("key")
+    if keys.null_count:
+        return None
+    if "partition" in names and batch.column("partition").null_count < batch.num_rows:
+        return None
+    if "headers" in names and pc.any(pc.greater(pc.list_value_length(batch.column("headers")), 0)).as_py():
+        return None
+    values = batch.column("value")
+    keys, values = (
+        col.cast(pa.binary()) if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) else col
+        for col in (keys, values)
+    )
+    if not pa.types.is_binary(keys.type) or not pa.types.is_binary(values.type):
+        return None
+    return keys, values
+
+
+async def send_batch(producer: Producer, batch: pa.RecordBatch, default_topic: str | None) -> None:
+    """Queue every row of ``batch`` as :func:`send_rows` of ``rows.batch_to_sends`` would, in bulk where
+    :func:`_bulk_columns` allows: partitions by :func:`partitioning.partitions_for_keys` over the whole key column,
+    rows grouped by partition in Arrow (their order kept within each partition), records built by one C-level pass
+    and queued batch by batch (``Producer.append_many``, one future for all rows). Every other batch, and one with a
+    row over max.request.size (which ``send`` refuses with its error), goes row by row."""
+    columns = _bulk_columns(batch, default_topic)
+    if columns is None or default_topic is None:
+        await send_rows(producer, batch_to_sends(batch, default_topic))
+        return
+    keys, values = columns
+    n = batch.num_rows
+    if n == 0:
+        return
+    sizes = pc.add(
+        pc.add(pc.fill_null(pc.binary_length(keys), 0), pc.fill_null(pc.binary_length(values), 0)), RECORD_OVERHEAD
+    )
+    if pc.max(sizes).as_py() > producer.max_record_size:
+        await send_rows(producer, batch_to_sends(batch, default_topic))
+        return
+    count = await producer.partition_count(default_topic)
+    parts = partitions_for_keys(keys, count)
+    order = np.argsort(parts, kind="stable")
+    bounds = np.searchsorted(parts[order], np.arange(count + 1)).tolist()
+    keys, values, sizes = (col.take(order) for col in (keys, values, sizes))
+    timestamp = int(time.time() * 1000)
+    key_list, value_list = keys.to_pylist(), values.to_pylist()
+    size_list = sizes.to_pylist()
+    shared: Future[RecordMetadata] = Future()
+    for partition in range(count):
+        lo, hi = bounds[partition], bounds[partition + 1]
+        if hi > lo:
+            producer.append_many(
+                default_topic, partition, count, key_list[lo:hi], value_list[lo:hi], size_list[lo:hi], timestamp, shared
+            )
+    await anyio.lowlevel.checkpoint()
 
 
 def marker_tp(sink: SinkOptions) -> TopicPartition:
@@ -103,7 +156,7 @@ async def _write(sink: SinkOptions, partition_id: int, batch_id: int, batches: I
             it = iter(batches)
             # Spark produces the input while the event loop keeps sending: pull each batch in a worker thread.
             while (batch := await anyio.to_thread.run_sync(next, it, None)) is not None:
-                await send_rows(producer, batch_to_sends(batch, sink.topic))
+                await send_batch(producer, batch, sink.topic)
                 rows += batch.num_rows
             if rows == 0:  # nothing to write: no transaction, no marker (an empty batch needs no replay guard)
                 await producer.abort_transaction()

@@ -89,3 +89,34 @@ async def test_a_seek_during_a_background_fetch_drops_what_it_brought(
                 break
         assert seen == list(range(5, 30))
         assert await c.position(tp) == 30
+
+
+async def test_getmany_batches_hands_out_the_fetched_batches_undecoded(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    """getmany_batches returns the batches getmany would decode, in order, each once, and moves the position past
+    them (fetching in the background meanwhile); after getmany left decoded records it refuses."""
+    from oncelog.client.errors import IllegalStateError
+    from oncelog.client.fetch_parse import decode_selected
+
+    topic = new_topic("batches", 1)
+    tp = TopicPartition(topic, 0)
+    await produce(bootstrap_servers, topic, range(40), batches=4)
+    async with Consumer(bootstrap_servers, auto_offset_reset="earliest", max_partition_fetch_bytes=64) as c:
+        c.assign([tp])
+        c.seek(tp, 5)  # mid-batch: the first batch carries the position, records before it are the caller's to drop
+        seen: list[int] = []
+        for _ in range(20):
+            for batch in await c.getmany_batches(tp, timeout_ms=2000):
+                seen += [r.offset for r in decode_selected(tp, batch)]
+            assert await c.position(tp) == (seen[-1] + 1 if seen else 5)
+            if len(seen) >= 35:
+                break
+        assert seen == list(range(5, 40))
+        assert await c.getmany_batches(tp, timeout_ms=0) == []
+
+        c.seek(tp, 0)
+        first = await c.getmany(tp, timeout_ms=5000, max_records=3)
+        assert [r.offset for r in first[tp]] == [0, 1, 2]
+        with pytest.raises(IllegalStateError):
+            await c.getmany_batches(tp)

@@ -16,6 +16,9 @@ from oncelog.client.record_decode import (
     PADDING,
     PURE_RECORDS_ENV,
     choose_decoder,
+    columns_compiled,
+    columns_decoder,
+    columns_pure,
     compiled_reader,
     decode_compiled,
     decode_pure,
@@ -36,6 +39,7 @@ from support.record_strategies import simple_records
 
 TP = TopicPartition("topic", 3)
 DECODERS = {"pure": decode_pure, "compiled": decode_compiled}
+COLUMN_DECODERS = {"pure": columns_pure, "compiled": columns_compiled}
 
 SAMPLE = [
     SimpleRecord(b"key", b"value", [("h1", b"v1"), ("h2", None)], 1_700_000_000_000),
@@ -83,6 +87,26 @@ def test_the_compiled_reader_is_installed_and_chosen(monkeypatch: pytest.MonkeyP
     assert choose_decoder() is decode_pure
 
 
+def columns_all(decode: Callable, blob: bytes) -> list[ConsumerRecord]:
+    """Every record of every whole batch of ``blob`` through a column decoder, rebuilt as ConsumerRecords."""
+    buf = memoryview(blob)
+    out = []
+    for pos, header in iter_headers(buf, check_crc=True):
+        cols = decode(buf, pos, header)
+        for offset, ts, key, value, headers in zip(*cols, strict=True):
+            out.append(
+                ConsumerRecord(TP.topic, TP.partition, offset, ts, header.timestamp_type, key, value, tuple(headers))
+            )
+    return out
+
+
+def test_the_column_decoder_follows_the_record_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(record_decode, "_chosen", decode_compiled)
+    assert columns_decoder() is columns_compiled
+    monkeypatch.setattr(record_decode, "_chosen", decode_pure)
+    assert columns_decoder() is columns_pure
+
+
 def test_without_the_compiled_reader_the_pure_decoder_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(PURE_RECORDS_ENV, raising=False)
     monkeypatch.setattr(record_decode, "compiled_reader", lambda: None)
@@ -112,6 +136,8 @@ def test_both_decoders_return_the_reference_records(name: str) -> None:
     expected = reference(blob)
     assert decode_all(decode_pure, blob) == expected
     assert decode_all(decode_compiled, blob) == expected
+    assert columns_all(columns_pure, blob) == expected
+    assert columns_all(columns_compiled, blob) == expected
     # Read in place (another batch follows) and from a padded copy (the last batch): same records.
     assert decode_all(decode_compiled, blob + b"\x00" * PADDING) == expected
 
@@ -126,6 +152,7 @@ def test_property_both_decoders_agree(records: list[SimpleRecord], codec: Compre
     expected = reference(blob)
     assert decode_all(decode_pure, blob) == expected
     assert decode_all(decode_compiled, blob) == expected
+    assert columns_all(columns_compiled, blob) == expected
 
 
 GOLDEN = encode_batch([SimpleRecord(b"k", b"v", [("h", None)], 1000), SimpleRecord(None, b"", (), 1005)])
@@ -151,6 +178,8 @@ def test_malformed_records_raise_invalid_batch_error(record: str, decoder: str) 
     blob = reseal(GOLDEN, body)
     with pytest.raises(InvalidBatchError):
         decode_all(DECODERS[decoder], blob)
+    with pytest.raises(InvalidBatchError):
+        columns_all(COLUMN_DECODERS[decoder], blob)
 
 
 @pytest.mark.parametrize("record", ["0c 00 00 00 03 00 00", "0c 00 00 00 01 05 00"])

@@ -100,3 +100,57 @@ def test_send_rows_queues_in_bulk_and_a_failed_send_fails_the_transaction(bootst
     assert good is TxnState.IN_TRANSACTION
     assert bad is not TxnState.IN_TRANSACTION
     assert sorted(got) == sorted(f"v{i}".encode() for i in range(5000))
+
+
+def test_send_batch_bulk_path_partitions_like_send_and_keeps_order(
+    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch with a topic option and non-null keys goes out in bulk (never row by row): every record lands where
+    Kafka's default partitioner puts its key, in input order within each partition; a batch with a null key goes
+    row by row."""
+    from oncelog.client.partitioner import partition_for_key
+    from oncelog.pipeline import txn_task
+
+    topic = f"bulk-{uuid.uuid4().hex[:8]}"
+    row_calls: list[int] = []
+    row_path = txn_task.send_rows
+
+    async def counting_send_rows(producer, rows) -> None:
+        row_calls.append(1)
+        await row_path(producer, rows)
+
+    monkeypatch.setattr(txn_task, "send_rows", counting_send_rows)
+    keyed = pa.RecordBatch.from_pydict(
+        {"key": pa.array([f"k{i}" for i in range(3000)], pa.string()), "value": [f"v{i}".encode() for i in range(3000)]}
+    )
+    nullable = pa.RecordBatch.from_pydict({"key": [b"a", None], "value": [b"n0", b"n1"]})
+
+    async def run() -> list[ConsumerRecord]:
+        async with Admin(bootstrap) as admin:
+            await admin.create_topic(topic, 3)
+        async with Producer(bootstrap, transactional_id=f"t-{topic}", linger_ms=5, batch_size=16384) as producer:
+            await producer.init_transactions()
+            await producer.begin_transaction()
+            await txn_task.send_batch(producer, keyed, topic)
+            assert row_calls == []  # the bulk path
+            await txn_task.send_batch(producer, nullable, topic)
+            assert row_calls == [1]  # a null key: row by row
+            await producer.commit_transaction()
+        async with Consumer(bootstrap, isolation_level="read_committed", auto_offset_reset="earliest") as consumer:
+            tps = [TopicPartition(topic, p) for p in range(3)]
+            consumer.assign(tps)
+            got: list[ConsumerRecord] = []
+            while len(got) < 3002:
+                batches = await consumer.getmany(*tps, timeout_ms=1000)
+                got += [r for records in batches.values() for r in records]
+        return got
+
+    got = anyio.run(run)
+    keyed_got = [r for r in got if r.value.startswith(b"v")]
+    assert sorted(r.value for r in keyed_got) == sorted(f"v{i}".encode() for i in range(3000))
+    assert all(r.partition == partition_for_key(r.key, 3) for r in keyed_got)
+    for p in range(3):
+        mine = sorted((r for r in keyed_got if r.partition == p), key=lambda r: r.offset)
+        numbers = [int(r.value[1:]) for r in mine]
+        assert numbers == sorted(numbers)  # input order within the partition
+    assert sorted(r.value for r in got if r.value.startswith(b"n")) == [b"n0", b"n1"]
