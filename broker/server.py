@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import structlog
 import trio
-from oncelog.broker.apis import HANDLERS
+from oncelog.broker.apis import DIGESTS, HANDLERS
 from oncelog.broker.listeners import Listener
 from oncelog.broker.log_limit import LogRateLimiter
 from oncelog.broker.request import Deferred, MalformedRequest, Request
@@ -121,6 +121,15 @@ _DECODE_LIMITER: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunV
 _SECRET_APIS = frozenset({ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 #: What the writer sends: an encoded response, or a Deferred one with the header to encode it for.
 _Outgoing = bytes | tuple[RequestHeader, Deferred]
+
+
+def _decode_and_digest(header: RequestHeader, frame: bytes | memoryview):
+    """In the worker thread: the request's body, reduced by its API's digest (``apis.DIGESTS``) if it has one."""
+    body = decode_request(header, frame)
+    digest = DIGESTS.get(ApiKey(header.api_key))
+    if digest is not None:
+        digest(header.api_version, body)
+    return body
 
 
 def _decode_limiter() -> trio.CapacityLimiter:
@@ -426,7 +435,7 @@ class Connection:
                     raise ConnectionClosed("peer closed while its request waited to be decoded")
                 started = trio.current_time()
                 try:
-                    body = await trio.to_thread.run_sync(decode_request, header, frame)
+                    body = await trio.to_thread.run_sync(_decode_and_digest, header, frame)
                 except DecodeError as exc:
                     self._bad_request(header, exc, frame)
                 finally:
