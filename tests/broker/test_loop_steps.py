@@ -4,11 +4,14 @@ client's large request or a crowd of idle connections cannot hold up everyone el
 
 from __future__ import annotations
 
+import threading
+
 import trio
 from oncelog.broker import server
 from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.server import LARGE_RECEIVE_CHUNK, FrameReader
 from oncelog.broker.socket_io import SEND_SLICE_BYTES, NonBlockingSocket
+from oncelog.protocol import ApiKey
 
 
 class _Counter:
@@ -103,3 +106,33 @@ async def test_the_look_for_departed_clients_lets_other_tasks_run(monkeypatch) -
         nursery.cancel_scope.cancel()
     first_look = seen[: len(connections)]
     assert len(set(first_look)) >= 10
+
+
+async def test_a_large_request_is_decoded_and_answered_off_the_event_loop(client, monkeypatch) -> None:
+    """A Metadata request of 20,000 names (over 160 KB) is decoded, and its 20,000-topic answer encoded, in the
+    worker thread; a small one on the event loop."""
+    on_loop: dict[tuple[str, int], list[bool]] = {}  # (step, topics) -> per Metadata: on the event loop's thread?
+    real_decode, real_encode = server.decode_request, server.encode_response
+
+    def seen(step: str, topics: int) -> None:
+        on_loop.setdefault((step, topics), []).append(threading.current_thread() is threading.main_thread())
+
+    def decode(header, *args, **kwargs):
+        body = real_decode(header, *args, **kwargs)
+        if header.api_key == ApiKey.METADATA:
+            seen("decode", len(body.topics or ()))
+        return body
+
+    def encode(header, result, *args, **kwargs):
+        if header.api_key == ApiKey.METADATA:
+            seen("encode", len(result["topics"]))
+        return real_encode(header, result, *args, **kwargs)
+
+    monkeypatch.setattr(server, "decode_request", decode)
+    monkeypatch.setattr(server, "encode_response", encode)
+    names = [{"name": f"no-such-topic-{i}"} for i in range(20_000)]
+    answer = await client.request(ApiKey.METADATA, 4, {"topics": names, "allow_auto_topic_creation": False})
+    assert len(answer.topics) == 20_000
+    await client.request(ApiKey.METADATA, 4, {"topics": [], "allow_auto_topic_creation": False})
+    assert on_loop[("decode", 20_000)] == on_loop[("encode", 20_000)] == [False]
+    assert set(on_loop[("decode", 0)]) == set(on_loop[("encode", 0)]) == {True}
