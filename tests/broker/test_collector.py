@@ -49,6 +49,6 @@ def test_a_large_request_sets_off_no_full_collection_once_settled() -> None:
 def test_at_cpythons_defaults_it_does() -> None:
     """The measurement the settings rest on: with the defaults, the same decodes run hundreds of young collections
     (each promoting the request's objects) and full ones."""
-    young, middle, full = _collections("defaults")
+    young, _middle, full = _collections("defaults")
     assert young > 100
     assert full >= 1
