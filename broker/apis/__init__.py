@@ -114,6 +114,7 @@ HANDLERS: dict[ApiKey, Handler] = {
 #: what is dropped stay off the event loop.
 DIGESTS: dict[ApiKey, Callable[[int, Any], None]] = {
     ApiKey.FETCH: fetch.merge_listings,
+    ApiKey.METADATA: metadata.merge_listings,
 }
 
 

@@ -1,12 +1,15 @@
-"""Fetch's merging of repeated listings (``apis.fetch.merge_listings``), which the worker thread that decodes a large
-Fetch runs before the handler: the handler must see exactly what it would have merged itself (Kafka's LinkedHashMap
-of partitions: the first listing's place, the later listing's position), each topic once."""
+"""The merging of repeated listings that the worker thread decoding a large request runs before the handler
+(``apis.DIGESTS``): Fetch's (``apis.fetch.merge_listings``) must give the handler exactly what it would have merged
+itself (Kafka's LinkedHashMap of partitions: the first listing's place, the later listing's position), each topic
+once; Metadata's (``apis.metadata.merge_listings``) each name and id once in first-listed order, and v10-11
+requests whole (one misusing ids is refused listing by listing)."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+from oncelog.broker.apis import metadata
 from oncelog.broker.apis.fetch import MIN_TOPIC_ID_VERSION, merge_listings, requested_partitions
 from oncelog.broker.server import THREAD_DECODE_BYTES, _decode_and_digest
 from oncelog.protocol import ApiKey, decode_request, decode_request_header, encode_request
@@ -74,3 +77,35 @@ def test_a_large_fetch_decoded_in_the_worker_thread_comes_out_merged() -> None:
     assert len(frame) >= THREAD_DECODE_BYTES
     digested = _decode_and_digest(decode_request_header(frame), frame)
     assert _listing(digested, "topic") == [("a", [(0, 1)])]
+
+
+def _metadata(version: int, topics: list[tuple[str | None, uuid.UUID | None]]):
+    listings = [
+        {"name": name, **({"topic_id": topic_id or uuid.UUID(int=0)} if version >= 10 else {})}
+        for name, topic_id in topics
+    ]
+    body = {"topics": listings, "allow_auto_topic_creation": False}
+    if version >= 8:
+        body |= {"include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+    frame = encode_request(ApiKey.METADATA, version, 7, "test", body)
+    return decode_request(decode_request_header(frame), frame)
+
+
+def test_metadata_listings_are_merged_to_each_name_once_in_first_order() -> None:
+    body = _metadata(1, [("b", None), ("a", None), ("b", None)] + [("", None)] * 90_000 + [("a", None)])
+    metadata.merge_listings(1, body)
+    assert [t["name"] for t in body.topics] == ["b", "a", ""]
+
+
+def test_metadata_listings_by_id_are_merged_to_each_name_and_id_once() -> None:
+    one, two = uuid.uuid4(), uuid.uuid4()
+    body = _metadata(12, [(None, one), ("a", None), (None, two), (None, one), ("a", None)])
+    metadata.merge_listings(12, body)
+    assert [(t["name"], t["topic_id"]) for t in body.topics] == [(None, one), ("a", uuid.UUID(int=0)), (None, two)]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_v10_v11_listings_are_left_whole(version: int) -> None:
+    body = _metadata(version, [("a", None), ("a", None), (None, uuid.uuid4())])
+    metadata.merge_listings(version, body)
+    assert len(body.topics) == 3
