@@ -5,7 +5,6 @@ adds SCRAM users to a data dir offline; ``oncelog delay-service`` runs a DelaySe
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import signal
 import sys
@@ -16,6 +15,7 @@ import structlog
 import trio
 from oncelog.broker import fd_budget
 from oncelog.broker.allocator import fix_malloc_thresholds
+from oncelog.broker.collector import settle_collector
 from oncelog.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties_file
 from oncelog.broker.delay.buffer import DELAY_MAX_BUFFERED_RECORDS
 from oncelog.broker.delay.service import DelayService
@@ -117,10 +117,7 @@ async def run_broker(node: BrokerNode) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(node.run)
-            # What exists once serving (code, compiled codecs, the loaded logs) lives as long as the process: keep
-            # it out of the cyclic collector's full passes, each of which otherwise holds the event loop ~20 ms.
-            gc.collect()
-            gc.freeze()
+            settle_collector()
 
             async for signum in signals:
                 structlog.get_logger(__name__).info("shutdown", signal=signal.Signals(signum).name)

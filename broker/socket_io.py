@@ -9,7 +9,9 @@ Guaranteed: ``receive_some`` returns at least one byte, or ``b""`` once the peer
 likewise fills at least one byte, or returns 0); ``send_all``
 returns once every byte is in the kernel's send buffer; both raise ``trio.BrokenResourceError`` when the peer reset
 the connection and ``trio.ClosedResourceError`` after ``close``. They are checkpoints only when they wait, so callers
-that may loop without waiting must checkpoint themselves (``broker.server.Connection`` does).
+that may loop without waiting must checkpoint themselves (``broker.server.Connection`` does); the one exception is a
+``send_all`` of more than ``SEND_SLICE_BYTES``, which hands the bytes to the kernel a slice at a time and lets the
+other tasks run between slices (a multi-megabyte response in one ``send`` holds the event loop for milliseconds).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ PEER_GONE_POLL_S = 0.5
 #: Linux's TCP states (first byte of ``struct tcp_info``) after the peer closed (CLOSE_WAIT, LAST_ACK) or reset
 #: (CLOSE) the connection.
 _TCP_PEER_GONE_STATES = frozenset({7, 8, 9})
+#: The most ``send_all`` hands to the kernel in one system call; between two slices the other tasks may run.
+SEND_SLICE_BYTES = 256 * 1024
 
 
 class NonBlockingSocket:
@@ -76,13 +80,15 @@ class NonBlockingSocket:
         view = memoryview(data)
         while view:
             try:
-                sent = self._sock.send(view)
+                sent = self._sock.send(view[:SEND_SLICE_BYTES])
             except (BlockingIOError, InterruptedError):
                 await self._wait(trio.lowlevel.wait_writable)
                 continue
             except OSError as exc:
                 raise self._translate(exc) from exc
             view = view[sent:]
+            if sent == SEND_SLICE_BYTES and view:
+                await trio.lowlevel.checkpoint()
 
     async def wait_peer_gone(self) -> None:
         """Return once the peer has closed its side of the connection or reset it. For a task that watches a

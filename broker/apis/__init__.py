@@ -6,6 +6,9 @@ only maps each of them to its handler, and refuses to load when an advertised AP
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from oncelog.broker.apis import (
     acls,
     add_offsets_to_txn,
@@ -103,6 +106,15 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter,
+}
+
+
+#: What the worker thread that decodes a large request (``broker.server``) also does to its decoded body, by API:
+#: reduce it in place to what the handler keeps (``fn(api_version, body)``, pure), so that work and the freeing of
+#: what is dropped stay off the event loop.
+DIGESTS: dict[ApiKey, Callable[[int, Any], None]] = {
+    ApiKey.FETCH: fetch.merge_listings,
+    ApiKey.METADATA: metadata.merge_listings,
 }
 
 

@@ -81,6 +81,25 @@ def requested_partitions(body) -> dict[str, dict[int, object]]:
     return wanted
 
 
+def merge_listings(version: int, body) -> None:
+    """Reduce the request in place to each topic once with each of its partitions once, in the order and with the
+    positions ``requested_partitions`` gives (topics by id from v13, by name before). Pure; the server runs it in the
+    worker thread that decoded a large request, so a request listing a partition 20,000 times is merged, and its
+    listings freed, off the event loop."""
+    key = "topic_id" if version >= MIN_TOPIC_ID_VERSION else "topic"
+    merged: dict[object, tuple[object, dict[int, object]]] = {}
+    for topic_request in body.topics:
+        entry = merged.get(topic_request[key])
+        if entry is None:
+            entry = merged[topic_request[key]] = (topic_request, {})
+        entry[1].update({partition["partition"]: partition for partition in topic_request["partitions"]})
+    topics = []
+    for topic_request, partitions in merged.values():
+        topic_request["partitions"] = list(partitions.values())
+        topics.append(topic_request)
+    body.topics[:] = topics
+
+
 @dataclass
 class TopicIds:
     """How a v13+ request's topic ids resolved: the known ones by topic name, and the partitions asked of ids no

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import os
 import random
 import socket
@@ -24,6 +25,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -240,6 +242,40 @@ class Bursts:
             thread.join(timeout=120)
 
 
+def pin(pid: int, cpus: set[int]) -> None:
+    """Bind every thread of process ``pid`` and of its child processes to ``cpus``."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(task.name), cpus)
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                pin(int(child), cpus)
+
+
+def run_hostile(
+    port: int,
+    holders_count: int,
+    burst_threads: int,
+    kinds: tuple[list[str] | None, list[str] | None],
+    cpus: set[int] | None,
+    stop: EventType,
+    results: multiprocessing.Queue,
+) -> None:
+    """The hostile side, in a process of its own: its threads (building and reading megabyte frames) must not take
+    the well-behaved clients' interpreter lock, or their measured latency would be the harness's, not the broker's.
+    With ``cpus`` it runs on those CPUs only."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    holders = Holders(port, holders_count, kinds[0])
+    bursts = Bursts(port, burst_threads, kinds[1])
+    holders.start()
+    bursts.start()
+    stop.wait()
+    bursts.join()
+    holders.join()
+    results.put((holders.opened, dict(bursts.sent)))
+
+
 def report(label: str, latencies: Latencies, broker: BrokerProcess, elapsed: float) -> dict[str, list[float]]:
     samples = latencies.take()
     parts = " ".join(f"{kind} p99={p99(v) * 1000:.1f}ms n={len(v)}" for kind, v in sorted(samples.items()))
@@ -256,7 +292,17 @@ def main() -> int:
     parser.add_argument("--report-s", type=float, default=10.0)
     parser.add_argument("--bursts", nargs="*", help="burst kinds to send (default: all)")
     parser.add_argument("--holders", nargs="*", help="kinds of held connections: loris, parked, unread")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="run the broker and the well-behaved clients on CPU 0 and the hostile clients on the other CPUs, as if "
+        "the hostile clients ran on other machines (the hostile load generator then takes no CPU from the broker)",
+    )
     args = parser.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) < 2:
+        parser.error("--pin needs at least two CPUs")
+    broker_cpus, hostile_cpus = ({cpus[0]}, set(cpus[1:])) if args.pin else (None, None)
 
     print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     with BrokerProcess() as broker:
@@ -266,6 +312,9 @@ def main() -> int:
             wire.create_topic(WIDE_TOPIC, 200)
             for _ in range(4):
                 assert wire.produce(BIG_TOPIC, 0, batch_of(800_000, records=8)) == 0
+        if broker_cpus:
+            pin(broker.pid, broker_cpus)
+            os.sched_setaffinity(0, broker_cpus)
         latencies = Latencies()
         clients = WellBehaved(broker.port, latencies)
         clients.start()
@@ -276,10 +325,21 @@ def main() -> int:
             for kind, values in report("baseline", latencies, broker, time.monotonic() - started).items():
                 baseline[kind] += values
 
-        holders = Holders(broker.port, max(0, args.connections - 2 * PARTITIONS - args.burst_threads), args.holders)
-        bursts = Bursts(broker.port, args.burst_threads, args.bursts)
-        holders.start()
-        bursts.start()
+        spawn = multiprocessing.get_context("spawn")
+        stop, results = spawn.Event(), spawn.Queue()
+        hostile = spawn.Process(
+            target=run_hostile,
+            args=(
+                broker.port,
+                max(0, args.connections - 2 * PARTITIONS - args.burst_threads),
+                args.burst_threads,
+                (args.holders, args.bursts),
+                hostile_cpus,
+                stop,
+                results,
+            ),
+        )
+        hostile.start()
         loaded: dict[str, list[float]] = defaultdict(list)
         rss: list[float] = []
         started = time.monotonic()
@@ -288,13 +348,14 @@ def main() -> int:
             for kind, values in report("loaded", latencies, broker, time.monotonic() - started).items():
                 loaded[kind] += values
             rss.append(rss_mb(broker.pid))
-        bursts.join()
-        holders.join()
+        stop.set()
+        opened, sent = results.get(timeout=300)
+        hostile.join(timeout=60)
         clients.join()
         with Wire(broker.port) as wire:
             wire.metadata([TOPIC])  # still serving
-        print(f"\nconnections={args.connections} minutes={args.minutes} holders opened={holders.opened}")
-        print(f"bursts sent: {dict(bursts.sent)}")
+        print(f"\nconnections={args.connections} minutes={args.minutes} holders opened={opened}")
+        print(f"bursts sent: {sent}")
         for kind in sorted(baseline):
             base, load = p99(baseline[kind]), p99(loaded[kind])
             print(
