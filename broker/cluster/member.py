@@ -84,9 +84,14 @@ class ClusterMember:
     async def _session(self, registration: BrokerRegistration, task_status: trio.TaskStatus[None]) -> None:
         session = EtcdSession(self.client, session_timeout_ms=self._session_timeout_ms)
         lease = await session.start()
-        await self.client.put(self.layout.broker(self.broker_id), registration.to_json(), lease=lease.id)
+        key = self.layout.broker(self.broker_id)
+        # The registration read and replaced in one transaction: what it replaced tells an unclean restart.
+        swapped = await self.client.txn([], [Get(key), Put(key, registration.to_json(), lease=lease.id)], [])
         self.registered = True
         log.info("registered", broker_id=self.broker_id, lease=lease.id, ttl_s=session.ttl_s)
+        previous = swapped.ranges[0][0] if swapped.ranges and swapped.ranges[0] else None
+        if previous is not None and previous.lease != lease.id:
+            await self._leave_as_previous_incarnation(previous.lease)
         controller = ClusterController(
             self.client,
             self.layout,
@@ -102,6 +107,16 @@ class ClusterMember:
                 image = await self.follower.next_image(after=image.revision)
             nursery.start_soon(controller.run)
             task_status.started()
+
+    async def _leave_as_previous_incarnation(self, previous_lease: int) -> None:
+        """KIP-966's unclean shutdown: this broker registered while its previous incarnation's registration (lease)
+        still lived, so that process ended without a controlled shutdown and within the session timeout. The ISR
+        entries and leaderships naming this broker are that incarnation's, whose unflushed tail this process may
+        lack: they go, as in a controlled shutdown (the last member of an ISR stays, as when a lease lapses), after
+        the new registration, so no ISR change proposed for the old incarnation is accepted any more. This broker
+        rejoins each ISR by the normal expansion once caught up under its new incarnation."""
+        moved = await controlled_shutdown(self.client, self.layout, self.image, self.broker_id)
+        log.warning("registered over a live previous incarnation", previous_lease=previous_lease, partitions=moved)
 
     async def shut_down(self, timeout_s: float) -> int:
         """Controlled shutdown: move every leadership and ISR membership of this broker to others and wait (up to

@@ -98,6 +98,32 @@ def test_a_killed_leader_is_replaced_from_the_isr(cluster: Cluster) -> None:
     cluster.wait_for(lambda md: victim in md.brokers, f"broker {victim} back")
 
 
+def test_a_broker_restarted_within_its_session_is_not_elected_from_its_stale_isr_entry(cluster: Cluster) -> None:
+    """KIP-966's unclean shutdown: a follower SIGKILLed and restarted before its lease lapsed registers over its
+    previous incarnation; the ISR entry of that incarnation goes, so once the other replicas are gone too it is not
+    elected (it may lack the old process's unflushed tail and has not caught up as the new one)."""
+    create(cluster, "unclean", partitions=1, replication_factor=3)
+    state = (
+        cluster.wait_for(
+            lambda md: "unclean" in md.topics and len(md.topics["unclean"].partitions[0].isrs) == 3, "a full ISR"
+        )
+        .topics["unclean"]
+        .partitions[0]
+    )
+    restarted = next(r for r in state.replicas if r != state.leader)
+    others = [r for r in state.replicas if r != restarted]
+    cluster.brokers[restarted].kill()
+    for other in others:  # gone before the restarted broker can catch up and rejoin under its new incarnation
+        cluster.brokers[other].kill()
+    cluster.brokers[restarted].start()  # its previous lease still lives (broker.session.timeout.ms)
+    cluster.wait_for(lambda md: sorted(md.brokers) == [restarted], "the other brokers' sessions to lapse")
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        partition = cluster.metadata().topics["unclean"].partitions[0]
+        assert partition.leader != restarted and restarted not in partition.isrs, (partition.leader, partition.isrs)
+        time.sleep(0.2)
+
+
 def test_the_controller_moves_when_its_broker_dies(cluster: Cluster) -> None:
     controller = cluster.metadata().controller_id
     cluster.brokers[controller].kill()
