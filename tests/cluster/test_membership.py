@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
     NewTopic,
+    PartitionMetadata,
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
@@ -84,6 +85,13 @@ def test_replication_factor_above_the_broker_count_is_refused(cluster: Cluster) 
     assert refused.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
 
 
+def _replicated_partition(cluster: Cluster, name: str) -> PartitionMetadata:
+    """A new topic of one partition on all three brokers, once all three are in its ISR."""
+    create(cluster, name, partitions=1, replication_factor=3)
+    full = cluster.wait_for(lambda md: name in md.topics and len(md.topics[name].partitions[0].isrs) == 3, "full ISR")
+    return full.topics[name].partitions[0]
+
+
 def test_a_killed_leader_is_replaced_from_the_isr(cluster: Cluster) -> None:
     create(cluster, "failover", partitions=3, replication_factor=3)
     before = cluster.wait_for(lambda md: "failover" in md.topics, "failover").topics["failover"].partitions
@@ -108,14 +116,7 @@ def test_a_broker_restarted_within_its_session_is_not_elected_from_its_stale_isr
     """KIP-966's unclean shutdown: a follower SIGKILLed and restarted before its lease lapsed registers over its
     previous incarnation; the ISR entry of that incarnation goes, so once the other replicas are gone too it is not
     elected (it may lack the old process's unflushed tail and has not caught up as the new one)."""
-    create(cluster, "unclean", partitions=1, replication_factor=3)
-    state = (
-        cluster.wait_for(
-            lambda md: "unclean" in md.topics and len(md.topics["unclean"].partitions[0].isrs) == 3, "a full ISR"
-        )
-        .topics["unclean"]
-        .partitions[0]
-    )
+    state = _replicated_partition(cluster, "unclean")
     restarted = next(r for r in state.replicas if r != state.leader)
     others = [r for r in state.replicas if r != restarted]
     cluster.brokers[restarted].kill()
@@ -156,14 +157,7 @@ def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_the_isr(cluster:
     steps of ``ClusterMember.shut_down`` stand in for a shutdown that lasts (the mark under the broker's lease, then
     its ISR memberships moved away): the broker's real process, caught up, keeps fetching, yet stays out of the ISR
     it left; a real SIGTERM then completes."""
-    create(cluster, "drained", partitions=1, replication_factor=3)
-    state = (
-        cluster.wait_for(
-            lambda md: "drained" in md.topics and len(md.topics["drained"].partitions[0].isrs) == 3, "a full ISR"
-        )
-        .topics["drained"]
-        .partitions[0]
-    )
+    state = _replicated_partition(cluster, "drained")
     leaving = next(r for r in state.replicas if r != state.leader)
     trio.run(_begin_controlled_shutdown, cluster, leaving)
     cluster.wait_for(
