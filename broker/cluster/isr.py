@@ -3,7 +3,8 @@ checked by ``partition_change.alter_isr`` against the state read there, so a lea
 is stale (an older partition epoch) is refused with Kafka's code and changes nothing. A broker's incarnation is the
 etcd lease its registration lives under (a new process or session registers under a new lease, KIP-903's broker
 epoch): the same transaction requires each joining broker's registration to hold the lease the leader saw it fetch
-under, else INELIGIBLE_REPLICA."""
+under and not to be in controlled shutdown (``Layout.shutting_down``, Kafka refuses those too), else
+INELIGIBLE_REPLICA."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class EtcdIsrUpdater:
         if stale:
             return _ineligible(stale)
         registered = [Compare(self._layout.broker(b), CompareTarget.LEASE, "==", lease) for b, lease in joining.items()]
+        registered += [Compare.absent(self._layout.shutting_down(b)) for b in joining]
 
         def change(kv: KeyValue | None) -> bytes:
             if kv is None:
@@ -77,5 +79,6 @@ class EtcdIsrUpdater:
 def _ineligible(brokers: list[int]) -> Refused:
     return Refused(
         ErrorCode.INELIGIBLE_REPLICA,
-        f"replicas {brokers} fetched as an incarnation that is no longer registered and cannot join the ISR",
+        f"replicas {brokers} fetched as an incarnation that is no longer registered, or are in controlled shutdown, "
+        "and cannot join the ISR",
     )

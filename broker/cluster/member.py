@@ -18,7 +18,7 @@ import trio
 from oncelog.broker.controller.controller import ClusterController, controlled_shutdown
 from oncelog.broker.controller.partition_change import NO_LEADER, PartitionState, elect_leader, elect_preferred
 from oncelog.broker.controller.refused import Refused
-from oncelog.broker.etcd.client import Compare, EtcdClient, EtcdError, Get, KeyValue, Put
+from oncelog.broker.etcd.client import Compare, Delete, EtcdClient, EtcdError, Get, KeyValue, Put
 from oncelog.broker.etcd.image import MetadataFollower, MetadataImage
 from oncelog.broker.etcd.layout import BrokerRegistration, Layout
 from oncelog.broker.etcd.session import EtcdSession, SessionLost
@@ -56,6 +56,8 @@ class ClusterMember:
         self.cluster_id: str | None = None
         #: Set while this broker holds a live session and its registration is in etcd.
         self.registered = False
+        #: The lease of the latest session's registration.
+        self._lease_id = 0
 
     @property
     def image(self) -> MetadataImage:
@@ -84,9 +86,19 @@ class ClusterMember:
     async def _session(self, registration: BrokerRegistration, task_status: trio.TaskStatus[None]) -> None:
         session = EtcdSession(self.client, session_timeout_ms=self._session_timeout_ms)
         lease = await session.start()
-        await self.client.put(self.layout.broker(self.broker_id), registration.to_json(), lease=lease.id)
+        key = self.layout.broker(self.broker_id)
+        # The registration read and replaced in one transaction: what it replaced tells an unclean restart.
+        # A new session is no controlled shutdown (a mark a previous incarnation left would lapse with its lease).
+        shutting_down = Delete(self.layout.shutting_down(self.broker_id))
+        swapped = await self.client.txn(
+            [], [Get(key), Put(key, registration.to_json(), lease=lease.id), shutting_down], []
+        )
         self.registered = True
+        self._lease_id = lease.id
         log.info("registered", broker_id=self.broker_id, lease=lease.id, ttl_s=session.ttl_s)
+        previous = swapped.ranges[0][0] if swapped.ranges and swapped.ranges[0] else None
+        if previous is not None and previous.lease != lease.id:
+            await self._leave_as_previous_incarnation(previous.lease)
         controller = ClusterController(
             self.client,
             self.layout,
@@ -103,12 +115,26 @@ class ClusterMember:
             nursery.start_soon(controller.run)
             task_status.started()
 
+    async def _leave_as_previous_incarnation(self, previous_lease: int) -> None:
+        """KIP-966's unclean shutdown: this broker registered while its previous incarnation's registration (lease)
+        still lived, so that process ended without a controlled shutdown and within the session timeout. The ISR
+        entries and leaderships naming this broker are that incarnation's, whose unflushed tail this process may
+        lack: they go, as in a controlled shutdown (the last member of an ISR stays, as when a lease lapses), after
+        the new registration, so no ISR change proposed for the old incarnation is accepted any more. This broker
+        rejoins each ISR by the normal expansion once caught up under its new incarnation."""
+        moved = await controlled_shutdown(self.client, self.layout, self.image, self.broker_id)
+        log.warning("registered over a live previous incarnation", previous_lease=previous_lease, partitions=moved)
+
     async def shut_down(self, timeout_s: float) -> int:
-        """Controlled shutdown: move every leadership and ISR membership of this broker to others and wait (up to
+        """Controlled shutdown: mark this broker as shutting down (no ISR expansion takes it in again, Kafka's
+        INELIGIBLE_REPLICA for a replica of a broker in controlled shutdown, though it keeps fetching until it
+        stops), move every leadership and ISR membership of this broker to others and wait (up to
         ``timeout_s``) until the image shows it, so clients find the new leaders before this broker stops. Returns
         how many partitions still list this broker as leader (0 when it all moved)."""
         with trio.move_on_after(timeout_s):
             try:
+                if self.registered:  # while it lasts, no leader takes this broker back into an ISR (KIP-966)
+                    await self.client.put(self.layout.shutting_down(self.broker_id), b"", lease=self._lease_id)
                 await controlled_shutdown(self.client, self.layout, self.image, self.broker_id)
             except EtcdError as exc:
                 log.warning("controlled shutdown could not reach etcd", error=str(exc))

@@ -4,6 +4,7 @@
 ROOT/cluster_id                  the cluster's id, written once by the first broker (create-if-absent)
 ROOT/brokers/<id>                BrokerRegistration, under the broker's session lease: gone when the broker is
 ROOT/controller                  the controller's broker id, under its lease; create revision = controller epoch
+ROOT/shutting_down/<id>          present (empty, under the broker's session lease) while it is in controlled shutdown
 ROOT/topics/<name>               TopicRecord: topic id, partition count, config overrides
 ROOT/partitions/<topic id>/<p>   PartitionState: replicas, isr, leader, leader_epoch, partition_epoch
 ROOT/producer_id_block           the end of the last producer id block claimed
@@ -65,6 +66,10 @@ class Layout:
 
     def broker(self, broker_id: int) -> str:
         return self._connect.key("brokers", str(broker_id))
+
+    def shutting_down(self, broker_id: int) -> str:
+        """Present while ``broker_id`` is in controlled shutdown: no ISR takes it in (INELIGIBLE_REPLICA)."""
+        return self._connect.key("shutting_down", str(broker_id))
 
     def topic(self, name: str) -> str:
         return self._connect.key("topics", name)

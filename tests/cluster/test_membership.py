@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -18,11 +19,17 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
     NewTopic,
+    PartitionMetadata,
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from oncelog.broker.controller.controller import controlled_shutdown
+from oncelog.broker.etcd.client import EtcdClient
+from oncelog.broker.etcd.connect import parse_etcd_connect
+from oncelog.broker.etcd.image import MetadataFollower
+from oncelog.broker.etcd.layout import Layout
 from support.cluster import Cluster
 
 
@@ -87,6 +94,13 @@ def test_replication_factor_above_the_broker_count_is_refused(healthy_cluster: C
     assert refused.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
 
 
+def _replicated_partition(cluster: Cluster, name: str) -> PartitionMetadata:
+    """A new topic of one partition on all three brokers, once all three are in its ISR."""
+    create(cluster, name, partitions=1, replication_factor=3)
+    full = cluster.wait_for(lambda md: name in md.topics and len(md.topics[name].partitions[0].isrs) == 3, "full ISR")
+    return full.topics[name].partitions[0]
+
+
 def test_a_killed_leader_is_replaced_from_the_isr(cluster: Cluster) -> None:
     create(cluster, "failover", partitions=3, replication_factor=3)
     before = cluster.wait_for(lambda md: "failover" in md.topics, "failover").topics["failover"].partitions
@@ -105,6 +119,25 @@ def test_a_killed_leader_is_replaced_from_the_isr(cluster: Cluster) -> None:
     # A broker that comes back is registered again (its replicas rejoin the ISR once they catch up: replication).
     cluster.brokers[victim].start()
     cluster.wait_for(lambda md: victim in md.brokers, f"broker {victim} back")
+
+
+def test_a_broker_restarted_within_its_session_is_not_elected_from_its_stale_isr_entry(cluster: Cluster) -> None:
+    """KIP-966's unclean shutdown: a follower SIGKILLed and restarted before its lease lapsed registers over its
+    previous incarnation; the ISR entry of that incarnation goes, so once the other replicas are gone too it is not
+    elected (it may lack the old process's unflushed tail and has not caught up as the new one)."""
+    state = _replicated_partition(cluster, "unclean")
+    restarted = next(r for r in state.replicas if r != state.leader)
+    others = [r for r in state.replicas if r != restarted]
+    cluster.brokers[restarted].kill()
+    for other in others:  # gone before the restarted broker can catch up and rejoin under its new incarnation
+        cluster.brokers[other].kill()
+    cluster.brokers[restarted].start()  # its previous lease still lives (broker.session.timeout.ms)
+    cluster.wait_for(lambda md: sorted(md.brokers) == [restarted], "the other brokers' sessions to lapse")
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        partition = cluster.metadata().topics["unclean"].partitions[0]
+        assert partition.leader != restarted and restarted not in partition.isrs, (partition.leader, partition.isrs)
+        time.sleep(0.2)
 
 
 def test_the_controller_moves_when_its_broker_dies(cluster: Cluster) -> None:
@@ -126,6 +159,36 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_stops(cluster: C
     for p in metadata.topics["handover"].partitions.values():
         assert p.leader not in (leaving, -1)
         assert leaving not in p.isrs
+
+
+def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_the_isr(cluster: Cluster) -> None:
+    """Kafka refuses ISR expansion to a replica of a broker in controlled shutdown (INELIGIBLE_REPLICA). The first
+    steps of ``ClusterMember.shut_down`` stand in for a shutdown that lasts (the mark under the broker's lease, then
+    its ISR memberships moved away): the broker's real process, caught up, keeps fetching, yet stays out of the ISR
+    it left; a real SIGTERM then completes."""
+    state = _replicated_partition(cluster, "drained")
+    leaving = next(r for r in state.replicas if r != state.leader)
+    trio.run(_begin_controlled_shutdown, cluster, leaving)
+    cluster.wait_for(
+        lambda md: leaving not in md.topics["drained"].partitions[0].isrs, "the ISR without the leaving broker"
+    )
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:  # caught up and fetching all along: without the refusal it is back in 0.5 s
+        assert leaving not in cluster.metadata().topics["drained"].partitions[0].isrs
+        time.sleep(0.2)
+    assert cluster.brokers[leaving].stop() == 0
+
+
+async def _begin_controlled_shutdown(cluster: Cluster, broker: int) -> None:
+    layout = Layout(parse_etcd_connect(f"{cluster.etcd.endpoint}/oncelog"))
+    async with EtcdClient([cluster.etcd.url]) as client:
+        registration = await client.get(layout.broker(broker))
+        assert registration is not None
+        await client.put(layout.shutting_down(broker), b"", lease=registration.lease)
+        async with trio.open_nursery() as nursery:
+            image = await nursery.start(MetadataFollower(client, layout).run)
+            await controlled_shutdown(client, layout, image, broker)
+            nursery.cancel_scope.cancel()
 
 
 def test_a_deleted_topic_is_gone_from_every_broker(healthy_cluster: Cluster) -> None:

@@ -274,9 +274,10 @@ def test_a_wiped_broker_re_replicates_everything(cluster: Cluster) -> None:
     assert producer.flush(30) == 0
     wiped = 3
     registration = registration_of(cluster, wiped)
+    cluster.brokers[wiped].stop()  # its fetches while it stops are refused INELIGIBLE_REPLICA (controlled shutdown)
+    for b in (1, 2):
+        cluster.wait_for(lambda md: wiped not in md.brokers, f"broker {wiped} gone", via=b)
     logged = {b: cluster.brokers[b].stderr_path.stat().st_size for b in (1, 2)}
-    cluster.brokers[wiped].stop()
-    cluster.wait_for(lambda md: wiped not in md.brokers, f"broker {wiped} gone")
     shutil.rmtree(cluster.brokers[wiped].data_dir)
     cluster.brokers[wiped].data_dir.mkdir()
     # While it is away the leaders do not propose it again and again (only to be refused INELIGIBLE_REPLICA).
