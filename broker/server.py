@@ -448,9 +448,11 @@ class Connection:
         result = await self._dispatch(header, body)
         if result is None or isinstance(result, Deferred):
             return None if result is None else (header, result)
-        if large:
+        if large and header.api_key != ApiKey.FETCH:
             # The answer to a large request is as large (90,000 topic names: 0.8 MB, tens of ms to encode), so it is
-            # encoded in the worker too, which also frees the decoded request there.
+            # encoded in the worker too, which also frees the decoded request there. Not a Fetch's: its partitions
+            # were merged in the worker already and its records are copied, not built, so rationing its encoding
+            # would only slow consumers and followers that fetch many partitions.
             dropped = [body]
             del body
             return await self._in_worker(_encode_dropping, header, result, dropped)
