@@ -9,7 +9,6 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from batches import make_batch, producer_data, txn_marker
 from oncelog.protocol.records import ControlType, encode_control_batch
 from oncelog.protocol.records.batch import PARTITION_LEADER_EPOCH_POS, iter_headers
 from oncelog.storage.config import LogConfig
@@ -23,6 +22,8 @@ from oncelog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from oncelog.storage.log import AppendOrigin, PartitionLog
 from support.killed_log import crash
 from support.opened_logs import OpenedLogs
+
+from storage.batches import make_batch, producer_data, txn_marker
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=200)
 COORD = AppendOrigin.COORDINATOR

@@ -8,7 +8,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from batches import make_batch
 from oncelog.protocol.records.batch import iter_headers, parse_header
 from oncelog.protocol.records.codec import SimpleRecord, encode_batch, iter_records
 from oncelog.protocol.records.compression import Compression
@@ -21,6 +20,8 @@ from oncelog.storage.errors import (
 )
 from oncelog.storage.log import PartitionLog, parse_log_dir_name
 from support.opened_logs import OpenedLogs
+
+from storage.batches import make_batch
 
 SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=300)
 

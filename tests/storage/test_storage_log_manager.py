@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batches import make_batch
 from oncelog.storage.checkpoint import atomic_write, read_offset_checkpoint, write_offset_checkpoint
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import StorageError
@@ -15,6 +14,8 @@ from oncelog.storage.log_manager import (
     RECOVERY_POINT_CHECKPOINT,
 )
 from support.opened_logs import OpenedLogs
+
+from storage.batches import make_batch
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, retention_ms=-1)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batches import TRANSACTIONAL, control_batch, make_batch
 from oncelog.protocol.records.batch import iter_headers
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError
@@ -14,6 +13,8 @@ from oncelog.storage.log import AppendOrigin, PartitionLog
 from oncelog.storage.log_manager import LOG_START_OFFSET_CHECKPOINT, LogManager
 from support.killed_log import crash
 from support.opened_logs import OpenedLogs
+
+from storage.batches import TRANSACTIONAL, control_batch, make_batch
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, retention_ms=-1)
 COMPACTED = LogConfig(segment_bytes=1500, index_interval_bytes=200, retention_ms=-1, cleanup_policy=("compact",))

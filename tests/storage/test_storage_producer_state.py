@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batches import TRANSACTIONAL, control_batch, make_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
 from oncelog.storage.log import AppendOrigin, PartitionLog
 from oncelog.storage.producer_state import ProducerStateEntry, decode_snapshot, encode_snapshot
 from support.opened_logs import OpenedLogs
+
+from storage.batches import TRANSACTIONAL, control_batch, make_batch
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, producer_id_expiration_ms=10_000)
 PID = 42

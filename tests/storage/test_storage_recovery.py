@@ -8,12 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from batches import make_batch
 from oncelog.protocol.records.batch import iter_headers
 from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog
 from support.killed_log import crash, write_index_entries
 from support.opened_logs import OpenedLogs
+
+from storage.batches import make_batch
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=250)
 BATCHES = 70

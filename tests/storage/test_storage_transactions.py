@@ -10,9 +10,6 @@ from pathlib import Path
 
 import crc32c
 import pytest
-from batches import make_batch
-from batches import producer_data as data
-from batches import txn_marker as marker
 from oncelog.protocol.records.codec import Record, encode_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.errors import (
@@ -28,6 +25,10 @@ from oncelog.storage.producer_state import ProducerInfo, decode_snapshot
 from oncelog.storage.txn_index import ENTRY_SIZE
 from support.killed_log import crash
 from support.opened_logs import OpenedLogs
+
+from storage.batches import make_batch
+from storage.batches import producer_data as data
+from storage.batches import txn_marker as marker
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=120)
 COORD = AppendOrigin.COORDINATOR

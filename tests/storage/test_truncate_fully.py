@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batches import make_batch, producer_data
 from oncelog.storage import local_log
 from oncelog.storage.config import LogConfig
 from support.opened_logs import OpenedLogs
+
+from storage.batches import make_batch, producer_data
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=200)
 
