@@ -37,26 +37,16 @@ class ProducerBatch:
     def complete(self, base_offset: int, log_append_time: int) -> None:
         topic, partition = self.tp
         new = tuple.__new__
-        futures = self.futures
-        if futures and futures.count(futures[0]) == len(futures):  # one future shared by every record: set it once
-            record = self.records[0]
-            ts = log_append_time if log_append_time >= 0 else (record.timestamp or -1)
-            futures[0].set_result(new(RecordMetadata, (topic, partition, base_offset if base_offset >= 0 else -1, ts)))
-            return
         for i, (record, fut) in enumerate(zip(self.records, self.futures, strict=True)):
-            if fut.done():  # a future shared by many records (``Producer.append_checked``) is set by the first
+            if fut.done():  # a future shared by many records (append_checked, append_many) is set by the first
                 continue
             ts = log_append_time if log_append_time >= 0 else (record.timestamp or -1)
             offset = base_offset + i if base_offset >= 0 else -1
             fut.set_result(new(RecordMetadata, (topic, partition, offset, ts)))
 
     def fail(self, error: BaseException) -> None:
-        futures = self.futures
-        if futures and futures.count(futures[0]) == len(futures):
-            futures[0].set_exception(error)
-            return
-        for fut in futures:
-            fut.set_exception(error)
+        for fut in self.futures:
+            fut.set_exception(error)  # a no-op for a future already set (one shared by many records)
 
 
 def record_size(record: SimpleRecord) -> int:
