@@ -156,7 +156,7 @@ class ClusterMember:
         refusal with Kafka's code (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...). Each change is a
         guarded write of the partition's key, as the controller's own."""
         image = self.image
-        live = set(image.brokers)
+        live = image.active_brokers()
         results: dict[tuple[str, int], Refused | None] = {}
         for topic, index in partitions:
             record = image.topics.get(topic)

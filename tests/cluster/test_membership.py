@@ -165,16 +165,26 @@ def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_the_isr(cluster:
     """Kafka refuses ISR expansion to a replica of a broker in controlled shutdown (INELIGIBLE_REPLICA). The first
     steps of ``ClusterMember.shut_down`` stand in for a shutdown that lasts (the mark under the broker's lease, then
     its ISR memberships moved away): the broker's real process, caught up, keeps fetching, yet stays out of the ISR
-    it left; a real SIGTERM then completes."""
+    it left; a real SIGTERM then completes. Nor does the controller elect it: its partition of a topic without
+    other replicas stays without a leader (Kafka's controller elects no broker in controlled shutdown)."""
     state = _replicated_partition(cluster, "drained")
     leaving = next(r for r in state.replicas if r != state.leader)
+    create(cluster, "alone", partitions=3, replication_factor=1)  # one partition on each broker
+    alone = cluster.wait_for(lambda md: "alone" in md.topics, "alone").topics["alone"].partitions
+    (only_on_leaving,) = [p for p, meta in alone.items() if meta.replicas == [leaving]]
     trio.run(_begin_controlled_shutdown, cluster, leaving)
     cluster.wait_for(
-        lambda md: leaving not in md.topics["drained"].partitions[0].isrs, "the ISR without the leaving broker"
+        lambda md: (
+            leaving not in md.topics["drained"].partitions[0].isrs
+            and md.topics["alone"].partitions[only_on_leaving].leader == -1
+        ),
+        "the ISR without the leaving broker, and its own partition without a leader",
     )
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:  # caught up and fetching all along: without the refusal it is back in 0.5 s
-        assert leaving not in cluster.metadata().topics["drained"].partitions[0].isrs
+        metadata = cluster.metadata()
+        assert leaving not in metadata.topics["drained"].partitions[0].isrs
+        assert metadata.topics["alone"].partitions[only_on_leaving].leader == -1  # not handed back to it
         time.sleep(0.2)
     assert cluster.brokers[leaving].stop() == 0
 
