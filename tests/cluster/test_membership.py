@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 import trio
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
@@ -30,6 +31,9 @@ from oncelog.broker.etcd.client import EtcdClient
 from oncelog.broker.etcd.connect import parse_etcd_connect
 from oncelog.broker.etcd.image import MetadataFollower
 from oncelog.broker.etcd.layout import Layout
+from oncelog.client.connection import BrokerConnection
+from oncelog.client.delay import CANCEL_TOPIC
+from oncelog.protocol import ApiKey, ErrorCode
 from support.cluster import Cluster
 
 
@@ -242,6 +246,27 @@ def test_cluster_and_topic_describe_show_replicas_isr_and_lost_brokers(cluster: 
     assert all(
         "\toffline=3" in line and "isr=" in line and "3" not in line.split("isr=")[1].split("\t")[0] for line in under
     )
+
+    # A delay topic is created on first use with the offsets topic's replication factor (3), impossible over two
+    # live brokers: Metadata answers INVALID_REPLICATION_FACTOR for it, as Kafka's auto-creation does, and the
+    # connection stays (it used to be dropped, each time the client asked again).
+    answers = anyio.run(_metadata_twice, cluster.brokers[1].port, CANCEL_TOPIC)
+    assert [(t.name, t.error_code) for answer in answers for t in answer.topics] == [
+        (CANCEL_TOPIC, ErrorCode.INVALID_REPLICATION_FACTOR)
+    ] * 2
+    assert all(sorted(b.node_id for b in answer.brokers) == [1, 2] for answer in answers)
+
+
+async def _metadata_twice(port: int, topic: str) -> list:
+    """Two Metadata requests for ``topic`` on one connection."""
+    async with anyio.create_task_group() as tg:
+        connection = BrokerConnection("127.0.0.1", port)
+        await connection.open(tg)
+        try:
+            body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+            return [await connection.request(ApiKey.METADATA, body, version=9) for _ in range(2)]
+        finally:
+            await connection.aclose()
 
 
 def test_topic_config_changes_reach_every_broker_and_stay(healthy_cluster: Cluster) -> None:
