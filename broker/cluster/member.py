@@ -63,6 +63,11 @@ class ClusterMember:
     def image(self) -> MetadataImage:
         return self.follower.image
 
+    @property
+    def incarnation(self) -> int:
+        """The lease of this broker's latest registration (KIP-903's broker epoch); 0 before the first."""
+        return self._lease_id
+
     async def run(
         self, registration: BrokerRegistration, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
