@@ -51,6 +51,7 @@ from oncelog.broker.metadata import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPIC_CONFI
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.replica_manager import ReplicaManager
 from oncelog.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from oncelog.broker.replication.fetcher_identity import RegisteredFetcherCheck
 from oncelog.broker.replication.isr import IsrMaintenance, IsrUpdater
 from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.sasl.config import SaslListenerConfig, sasl_listener_config
@@ -184,6 +185,7 @@ class BrokerNode:
                 ),
                 clock_ms=now_ms,
                 on_leader_lost=self._liveness.suspect if self._liveness is not None else None,
+                incarnation=(lambda member=self.member: member.incarnation) if self.member is not None else lambda: 0,
             )
             self.replicas.fetchers = self.replica_fetchers
         #: The leader's ISR changes (cluster members only).
@@ -272,6 +274,13 @@ class BrokerNode:
             scram_credentials=self.scram_credentials,
             sasl=self.sasl,
             ssl_contexts=self.ssl_contexts,
+            is_replica_fetcher=(
+                RegisteredFetcherCheck(
+                    lambda member=self.member: member.image.broker_leases, self.inter_broker_listener
+                )
+                if self.member is not None
+                else None
+            ),
         )
         #: The first listener's bound port once serving.
         self.port: int | None = None

@@ -16,7 +16,8 @@ is one whose header or body cannot be decoded, and one that sent no request for 
 sweeper looks every tenth of that period, so a connection is closed within 1.1 times it).
 Against hostile clients (docs/FAULTS.md, "Hostile input"): memory follows the bytes received and frames of 64 KiB or
 more share the ``queued.max.request.bytes`` budget (``FrameReader``); large non-Produce requests are decoded in a
-worker thread, rationed (``DECODE_REST_FACTOR``); a connection reads nothing while its response cannot be sent or
+worker thread, rationed (``DECODE_REST_FACTOR``) unless a registered follower's fetcher sent them
+(``replication.fetcher_identity``); a connection reads nothing while its response cannot be sent or
 ``MAX_QUEUED_RESPONSE_BYTES`` of them wait; repeated errors are logged at a limited rate (``broker.log_limit``).
 """
 
@@ -255,6 +256,9 @@ class ServerContext:
     sasl: Mapping[str, SaslListenerConfig]
     #: Per SSL or SASL_SSL listener name: its TLS context.
     ssl_contexts: Mapping[str, ssl.SSLContext]
+    #: ``check(client_id, listener_name)``: whether a request is a registered follower's fetcher's, whose large
+    #: requests are decoded unrationed (``replication.fetcher_identity``); None on a single node.
+    is_replica_fetcher: Callable[[str | None, str], bool] | None = None
 
 
 class Connection:
@@ -283,6 +287,7 @@ class Connection:
         #: True while a request waits for its turn to be decoded in the worker thread.
         self._waiting_turn = False
         self._scope = trio.CancelScope()
+        self._is_replica_fetcher = context.is_replica_fetcher
 
     def close_if_departed(self) -> None:
         """Close the connection if it waits for the request budget or its turn to decode, reading nothing, and its
@@ -432,9 +437,13 @@ class Connection:
         if large:
             # Up to MAX_REQUEST_ELEMENTS objects: decoded in the worker thread, so the event loop keeps serving the
             # other connections meanwhile, and rationed, so clients sending such requests over and over cannot take
-            # the broker's time from the others.
+            # the broker's time from the others; but for a follower's fetcher, whose fetches of many partitions are
+            # this large all the time (its client id proves it: ``replication.fetcher_identity``).
+            rationed = self._is_replica_fetcher is None or not self._is_replica_fetcher(
+                header.client_id, self._listener.name
+            )
             try:
-                body = await self._in_worker(_decode_and_digest, header, frame)
+                body = await self._in_worker(_decode_and_digest, header, frame, rationed=rationed)
             except DecodeError as exc:
                 self._bad_request(header, exc, frame)
         else:
@@ -455,12 +464,14 @@ class Connection:
             # would only slow consumers and followers that fetch many partitions.
             dropped = [body]
             del body
-            return await self._in_worker(_encode_dropping, header, result, dropped)
+            return await self._in_worker(_encode_dropping, header, result, dropped, rationed=rationed)
         return encode_response(header, result)
 
-    async def _in_worker(self, work: Callable[..., _T], *args: object) -> _T:
-        """``work(*args)`` in the worker thread, one such call at a time broker-wide, each followed by a rest
-        ``DECODE_REST_FACTOR`` times its length (so these calls take at most a tenth of the broker's time)."""
+    async def _in_worker(self, work: Callable[..., _T], *args: object, rationed: bool = True) -> _T:
+        """``work(*args)`` in a worker thread; ``rationed``, one such call at a time broker-wide, each followed by a
+        rest ``DECODE_REST_FACTOR`` times its length (so these calls take at most a tenth of the broker's time)."""
+        if not rationed:
+            return await trio.to_thread.run_sync(work, *args)
         self._waiting_turn = True
         try:
             await _decode_limiter().acquire()

@@ -336,8 +336,21 @@ class TopicManager:
 
     async def ensure_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
         """Create an internal topic (``__transaction_state``, ``__consumer_offsets``) unless it exists; returns once
-        its logs exist, also when another request's creation of it is under way. Raises OSError when its metadata
-        cannot be written; logs that cannot be created are logged (appends to them fail) and made at the next start."""
+        its logs exist, also when another request's creation of it is under way. Raises OSError when it cannot be
+        created (``create_internal``'s refusal); logs that cannot be created are logged (appends to them fail) and
+        made at the next start."""
+        outcome = await self.create_internal(name, partitions, configs)
+        if outcome.topic is None:
+            raise OSError(f"{name} could not be created: {outcome.error.name} {outcome.message}")
+        return outcome.topic
+
+    async def create_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicOutcome:
+        """``ensure_internal``, answering instead of raising: the topic, or why it does not exist here (Kafka's
+        code): on a cluster the refusal (INVALID_REPLICATION_FACTOR while fewer brokers are live than its
+        replication factor), TOPIC_ALREADY_EXISTS while another broker's creation has not reached this one,
+        REQUEST_TIMED_OUT when etcd could not be reached, LEADER_NOT_AVAILABLE when it was created but is gone
+        again; on a single node KAFKA_STORAGE_ERROR when its metadata
+        cannot be written."""
         await self._settled(name)
         topic = self._metadata.get(name)
         if topic is None and self.cluster is not None:
@@ -345,12 +358,17 @@ class TopicManager:
             outcome = await self._in_cluster(name, self.cluster.create(name, partitions, factor, configs))
             topic = self._metadata.get(name)
             if topic is None:
-                raise OSError(f"{name} could not be created on the cluster: {outcome.error.name} {outcome.message}")
+                error = outcome.error if outcome.error != ErrorCode.NONE else ErrorCode.LEADER_NOT_AVAILABLE
+                return TopicOutcome(error, outcome.message)
         if topic is None:
-            topic = self._metadata.add(name, partitions, configs)
+            try:
+                topic = self._metadata.add(name, partitions, configs)
+            except OSError as exc:
+                log.error("topic_not_saved", topic=name, error=str(exc))
+                return TopicOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot save topic {name}: {exc}")
             if await self._build_logs(topic, 0) is None:
                 log.info("internal_topic_created", topic=name, partitions=partitions)
-        return topic
+        return TopicOutcome(ErrorCode.NONE, topic=topic)
 
     async def alter_configs(
         self, name: str, ops: Sequence[ConfigOp], *, incremental: bool, validate_only: bool = False

@@ -93,6 +93,16 @@ def error_entry(name: str, error: ErrorCode) -> dict:
     }
 
 
+def creation_error(error: ErrorCode) -> ErrorCode:
+    """How Metadata answers a topic it could not create on request: the refusal (INVALID_REPLICATION_FACTOR while
+    too few brokers are live, INVALID_PARTITIONS, ...) as Kafka's auto-creation answers it, but LEADER_NOT_AVAILABLE
+    (Kafka's answer while a creation is under way: ask again) when another broker's creation has not reached this
+    one yet or etcd could not be reached. Never a dropped connection."""
+    if error in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.LEADER_NOT_AVAILABLE
+    return error
+
+
 def unknown_id_entry(topic_id: uuid.UUID) -> dict:
     """The answer for an id no topic has: a null name, as Kafka answers it."""
     return {**error_entry("", ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": topic_id}
@@ -116,6 +126,21 @@ def merge_listings(version: int, body) -> None:
     for listing in body.topics:
         unique.setdefault((listing["name"], listing.get("topic_id")), listing)
     body.topics[:] = unique.values()
+
+
+async def _missing_topic_entry(broker: Broker, name: str, allow_create: bool) -> dict:
+    """The answer for a valid name no topic has: a delay topic is created on first use (whatever
+    ``auto.create.topics.enable`` says), another topic if ``allow_create``; what could not be created is answered
+    with ``creation_error``, what may not be, UNKNOWN_TOPIC_OR_PARTITION."""
+    if (spec := delay_topic_spec(broker.config, name)) is not None:
+        outcome = await broker.topics.create_internal(name, *spec)
+    elif allow_create and name not in INTERNAL_TOPICS:
+        outcome = await broker.topics.create(name)
+    else:
+        return error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if outcome.topic is None:
+        return error_entry(name, creation_error(outcome.error))
+    return topic_entry(broker, outcome.topic)
 
 
 def _invalid_request(request: Request) -> dict:
@@ -166,16 +191,8 @@ async def handle(broker: Broker, request: Request) -> dict:
                 topics.append(topic_entry(broker, topic))
             elif name is None or topic_name_problem(name) is not None:
                 topics.append(error_entry(name or "", ErrorCode.INVALID_TOPIC_EXCEPTION))
-            elif (spec := delay_topic_spec(broker.config, name)) is not None:
-                topics.append(topic_entry(broker, await broker.topics.ensure_internal(name, *spec)))
-            elif allow_create and name not in INTERNAL_TOPICS:
-                outcome = await broker.topics.create(name)
-                if outcome.topic is not None:
-                    topics.append(topic_entry(broker, outcome.topic))
-                else:
-                    topics.append(error_entry(name, outcome.error))
             else:
-                topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append(await _missing_topic_entry(broker, name, allow_create))
     if body.include_topic_authorized_operations:  # v8+; without an authorizer Kafka answers every operation
         for entry in topics:
             entry["topic_authorized_operations"] = TOPIC_OPERATIONS

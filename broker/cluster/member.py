@@ -63,6 +63,11 @@ class ClusterMember:
     def image(self) -> MetadataImage:
         return self.follower.image
 
+    @property
+    def incarnation(self) -> int:
+        """The lease of this broker's latest registration (KIP-903's broker epoch); 0 before the first."""
+        return self._lease_id
+
     async def run(
         self, registration: BrokerRegistration, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
@@ -156,7 +161,7 @@ class ClusterMember:
         refusal with Kafka's code (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...). Each change is a
         guarded write of the partition's key, as the controller's own."""
         image = self.image
-        live = set(image.brokers)
+        live = image.active_brokers()
         results: dict[tuple[str, int], Refused | None] = {}
         for topic, index in partitions:
             record = image.topics.get(topic)

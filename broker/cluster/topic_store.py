@@ -32,8 +32,10 @@ class EtcdTopicStore:
         self._local = local
 
     def live_brokers(self) -> dict[int, str | None]:
-        """Registered brokers (id -> rack) as this broker last saw them."""
-        return {broker_id: reg.rack for broker_id, reg in self._local.applied.brokers.items()}
+        """Registered brokers not in controlled shutdown (id -> rack) as this broker last saw them: where new
+        partitions go (Kafka's usable brokers skip those shutting down)."""
+        image = self._local.applied
+        return {broker_id: image.brokers[broker_id].rack for broker_id in sorted(image.active_brokers())}
 
     async def create(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]

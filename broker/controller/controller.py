@@ -4,9 +4,12 @@ Every broker runs ``ClusterController.run``; it campaigns for the controller key
 new metadata image: a partition whose leader is gone (its broker's lease lapsed) gets a new one from the ISR
 (``partition_change.elect_leader``), and, with ``auto.leader.rebalance.enable``, leadership goes back to preferred
 replicas every ``leader.imbalance.check.interval.seconds`` for brokers whose share of lost leaderships is above
-``leader.imbalance.per.broker.percentage``. Each write is guarded by the partition key's revision and by the
-controller key's create revision (the controller epoch), so a controller deposed while it was deciding writes
-nothing: its transaction fails and it campaigns again.
+``leader.imbalance.per.broker.percentage``. Only active brokers (``MetadataImage.active_brokers``: registered, not in
+controlled shutdown) are elected or kept in an ISR (but for its last member), as Kafka's controller elects no broker
+in controlled shutdown: a partition whose last in-sync replica is shutting down stays without a leader rather than
+be handed back to it. Each write is guarded by the partition key's revision and by the controller key's create
+revision (the controller epoch), so a controller deposed while it was deciding writes nothing: its transaction fails
+and it campaigns again.
 
 ``controlled_shutdown`` is what a broker stopping on purpose does before it ends its session: it leaves every ISR
 and gives every leadership away, so clients see a new leader before the broker goes.
@@ -104,8 +107,8 @@ class ClusterController:
                 image = await self._follower.next_image(after=image.revision)
 
     async def elect_leaders(self, image: MetadataImage, guard: Compare) -> None:
-        """Give every partition whose leader or ISR members are gone its new state."""
-        live = set(image.brokers)
+        """Give every partition whose leader or ISR members are gone (or in controlled shutdown) its new state."""
+        live = image.active_brokers()
         changes: dict[tuple[str, int], Callable[[PartitionState], PartitionState]] = {}
         for (topic, index), state in image.topic_partitions().items():
             unclean = self._unclean(image, topic)
@@ -115,7 +118,7 @@ class ClusterController:
 
     async def rebalance_leaders(self, image: MetadataImage, guard: Compare) -> None:
         """Preferred leader election for brokers whose share of partitions led elsewhere is above the threshold."""
-        live = set(image.brokers)
+        live = image.active_brokers()
         preferred_total: Counter[int] = Counter()
         movable: dict[int, list[tuple[str, int]]] = {}
         for tp, state in image.topic_partitions().items():
@@ -140,8 +143,9 @@ class ClusterController:
 
 
 async def controlled_shutdown(client: EtcdClient, layout: Layout, image: MetadataImage, broker_id: int) -> int:
-    """Move every leadership and ISR membership of ``broker_id`` away; how many partitions changed."""
-    live = set(image.brokers) | {broker_id}
+    """Move every leadership and ISR membership of ``broker_id`` away (to no broker in controlled shutdown); how many
+    partitions changed."""
+    live = image.active_brokers() | {broker_id}
     changes: dict[tuple[str, int], Callable[[PartitionState], PartitionState]] = {
         tp: lambda s: shut_down(s, broker_id, live)
         for tp, state in image.replicas_on(broker_id).items()

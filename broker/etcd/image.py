@@ -43,9 +43,16 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _frozen({}))
     #: The etcd lease each registered broker's session holds (its registration goes with it).
     broker_leases: Mapping[int, int] = field(default_factory=lambda: _frozen({}))
+    #: Brokers that marked themselves in controlled shutdown (``Layout.shutting_down``).
+    shutting_down: frozenset[int] = frozenset()
     topics: Mapping[str, TopicRecord] = field(default_factory=lambda: _frozen({}))
     #: Keyed by (topic id, partition): see ``layout`` for why ids, not names.
     partitions: Mapping[tuple[str, int], PartitionState] = field(default_factory=lambda: _frozen({}))
+
+    def active_brokers(self) -> set[int]:
+        """The brokers that may lead and join new partitions: registered and not in controlled shutdown (Kafka's
+        ``ClusterControlManager.isActive``: its controller never elects a broker in controlled shutdown)."""
+        return {broker_id for broker_id in self.brokers if broker_id not in self.shutting_down}
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         """The state of partition ``index`` of the topic named ``topic`` now, or None."""
@@ -118,6 +125,7 @@ class MetadataFollower:
         image = self.image
         brokers, topics, partitions = dict(image.brokers), dict(image.topics), dict(image.partitions)
         leases = dict(image.broker_leases)
+        shutting_down = set(image.shutting_down)
         cluster_id, controller, scram = image.cluster_id, image.controller, image.scram_credentials
         for kv, deleted in changes:
             path = kv.key[len(self._layout.root) :].split("/")
@@ -135,6 +143,11 @@ class MetadataFollower:
                     else:
                         brokers[int(broker_id)] = BrokerRegistration.from_json(kv.value)
                         leases[int(broker_id)] = kv.lease
+                case ["shutting_down", broker_id]:
+                    if deleted:
+                        shutting_down.discard(int(broker_id))
+                    else:
+                        shutting_down.add(int(broker_id))
                 case ["topics", name]:
                     if deleted:
                         topics.pop(name, None)
@@ -155,6 +168,7 @@ class MetadataFollower:
             scram_credentials=scram,
             brokers=_frozen(brokers),
             broker_leases=_frozen(leases),
+            shutting_down=frozenset(shutting_down),
             topics=_frozen(topics),
             partitions=_frozen(partitions),
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -23,6 +24,7 @@ import structlog
 import trio
 from oncelog.broker.flusher import SyncWaiter
 from oncelog.broker.listeners import Endpoint
+from oncelog.broker.replication.fetcher_identity import fetcher_client_id
 from oncelog.client.connection import BrokerConnection
 from oncelog.client.errors import KafkaError
 from oncelog.protocol import ApiKey, ErrorCode
@@ -114,11 +116,14 @@ class ReplicaFetcher:
         settings: FetcherSettings,
         clock_ms: Callable[[], int],
         on_leader_lost: Callable[[int], None] | None = None,
+        client_id: Callable[[], str] | None = None,
     ) -> None:
         """``on_leader_lost(leader)`` is told when the connection to the leader fails (a cluster member checks
-        whether the leader's process is gone: ``broker.cluster.liveness``)."""
+        whether the leader's process is gone: ``broker.cluster.liveness``); ``client_id()`` is what each new
+        connection is named (``ReplicaFetcherManager.client_id``; Kafka's fetcher form if None)."""
         self.leader = leader
         self._node_id = node_id
+        self._client_id = client_id or (lambda: fetcher_client_id(node_id, leader, 0))
         self._on_leader_lost = on_leader_lost
         self._endpoint_of = endpoint_of
         self._local = local
@@ -155,7 +160,7 @@ class ReplicaFetcher:
                         endpoint.host,
                         endpoint.port,
                         node_id=self.leader,
-                        client_id=f"broker-{self._node_id}-fetcher-{self.leader}",
+                        client_id=self._client_id(),
                         max_in_flight=1,
                     )
                     await connection.open(connection_tasks)
@@ -365,8 +370,12 @@ class ReplicaFetcherManager:
         settings: FetcherSettings,
         clock_ms: Callable[[], int],
         on_leader_lost: Callable[[int], None] | None = None,
+        incarnation: Callable[[], int] = lambda: 0,
     ) -> None:
+        """``incarnation()``: this broker's registration lease now (0 without etcd), which the fetchers' client ids
+        name so that leaders do not ration their requests (``fetcher_identity``)."""
         self._node_id = node_id
+        self._incarnation = incarnation
         self._endpoint_of = endpoint_of
         self._local = local
         self._settings = settings
@@ -385,6 +394,10 @@ class ReplicaFetcherManager:
             task_status.started()
             await trio.sleep_forever()
 
+    def client_id(self, leader: int) -> str:
+        """The client id this broker's fetcher from ``leader`` connects with now (``fetcher_identity``)."""
+        return fetcher_client_id(self._node_id, leader, self._incarnation())
+
     def follow(self, topic: str, partition: int, leader: int, leader_epoch: int) -> None:
         self.unfollow(topic, partition)
         fetcher = self.fetchers.get(leader)
@@ -397,6 +410,7 @@ class ReplicaFetcherManager:
                 settings=self._settings,
                 clock_ms=self._clock_ms,
                 on_leader_lost=self._on_leader_lost,
+                client_id=partial(self.client_id, leader),
             )
             if self._nursery is not None:
                 self._start(fetcher)

@@ -8,10 +8,14 @@ import threading
 
 import trio
 from oncelog.broker import server
+from oncelog.broker.etcd.client import EtcdClient
+from oncelog.broker.etcd.connect import parse_etcd_connect
+from oncelog.broker.etcd.layout import BrokerRegistration, Layout
+from oncelog.broker.replication.fetcher_identity import fetcher_client_id
 from oncelog.broker.request_budget import RequestBudget
 from oncelog.broker.server import LARGE_RECEIVE_CHUNK, FrameReader
 from oncelog.broker.socket_io import SEND_SLICE_BYTES, NonBlockingSocket
-from oncelog.protocol import ApiKey
+from oncelog.protocol import ApiKey, ErrorCode, decode_response, encode_request
 
 
 class _Counter:
@@ -136,3 +140,75 @@ async def test_a_large_request_is_decoded_and_answered_off_the_event_loop(client
     await client.request(ApiKey.METADATA, 4, {"topics": [], "allow_auto_topic_creation": False})
     assert on_loop[("decode", 20_000)] == on_loop[("encode", 20_000)] == [False]
     assert set(on_loop[("decode", 0)]) == set(on_loop[("encode", 0)]) == {True}
+
+
+def _fetch_of_many_partitions(replica_id: int, partitions: int) -> dict:
+    """A Fetch v12 of ``partitions`` partitions of a topic that does not exist (33 bytes each: 1,000 are 33 KB)."""
+    listing = {
+        "partition": 0,
+        "current_leader_epoch": -1,
+        "fetch_offset": 0,
+        "last_fetched_epoch": -1,
+        "log_start_offset": -1,
+        "partition_max_bytes": 1024,
+    }
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1024 * 1024,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": "absent", "partitions": [{**listing, "partition": p} for p in range(partitions)]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+async def test_a_registered_followers_large_fetch_is_not_queued_behind_the_ration(start_broker, etcd, request) -> None:
+    """While the decode ration is held (by the test, as a hostile client's large decode holds it), a Fetch of 1,500
+    partitions (50 KB) from a registered follower's fetcher (its client id names broker 2 and the lease broker 2 is
+    registered under, on the inter-broker listener) is decoded and answered; the same Fetch claiming replica_id 2
+    with Kafka's fetcher client id, or with a lease not broker 2's, waits for its turn."""
+    root = f"{etcd.endpoint}/{request.node.name}"
+    broker = await start_broker(properties={"etcd.connect": root, "node.id": "1"})
+    member = broker.node.member
+    listener = broker.node.inter_broker_listener
+    # The node's own fetchers name its registration, which its check accepts.
+    assert broker.node.server_context.is_replica_fetcher(broker.node.replica_fetchers.client_id(2), listener)
+    layout = Layout(parse_etcd_connect(root))
+    async with EtcdClient([etcd.url]) as etcd_client:
+        lease = await etcd_client.grant_lease(30)
+        registration = BrokerRegistration(2, {listener: ("127.0.0.1", 9)})
+        await etcd_client.put(layout.broker(2), registration.to_json(), lease=lease.id)
+        with trio.fail_after(10):
+            while member.image.broker_leases.get(2) != lease.id:
+                await trio.sleep(0.01)
+        claims = {
+            "kafka form": fetcher_client_id(2, 1, 0),
+            "not the lease": fetcher_client_id(2, 1, lease.id + 1),
+            "registered": fetcher_client_id(2, 1, lease.id),
+        }
+        request_bytes = encode_request(ApiKey.FETCH, 12, 1, "x", _fetch_of_many_partitions(2, 1500))
+        assert len(request_bytes) > server.THREAD_DECODE_BYTES
+        connections = {claim: await broker.connect() for claim in claims}
+        limiter = server._decode_limiter()
+        hostile = object()
+        await limiter.acquire_on_behalf_of(hostile)
+        try:
+            for claim, client_id in claims.items():
+                data = encode_request(ApiKey.FETCH, 12, 1, client_id, _fetch_of_many_partitions(2, 1500))
+                await connections[claim].send_raw(len(data).to_bytes(4, "big") + data)
+            with trio.fail_after(10):  # not a speed bound: a rationed request is never answered while it is held
+                answer = decode_response(ApiKey.FETCH, 12, await connections["registered"].read_frame())
+                while limiter.statistics().tasks_waiting < 2:  # the other two wait for their turn
+                    await trio.sleep(0.01)
+            assert [len(t.partitions) for t in answer.responses] == [1500]
+            assert {p.error_code for p in answer.responses[0].partitions} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        finally:
+            limiter.release_on_behalf_of(hostile)
+        with trio.fail_after(30):
+            for claim in ("kafka form", "not the lease"):
+                assert await connections[claim].read_frame() is not None  # answered once their turn came
+        await etcd_client.revoke_lease(lease.id)

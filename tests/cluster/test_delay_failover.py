@@ -6,8 +6,9 @@ delivered exactly once, never before its due time.
 Speed-up: the brokers run with the short levels ``1s,4s`` (``delay.levels``), three partitions per level.
 The records go to ``__delay-4s`` only; the first ones to move on to ``__delay-1s`` do so after the kill. That topic
 used to be created only then, and creating it needs three live brokers (the delay topics' replication factor): the
-creation failed, each broker's Metadata handler dropped the connection, and the forward retried its metadata for
-request.timeout.ms (30 s) before the round failed, so the records arrived ~30 s late. The services now have every
+creation failed, each broker's Metadata handler dropped the connection (it now answers INVALID_REPLICATION_FACTOR,
+``test_membership.py``), and the forward retried its metadata for request.timeout.ms (30 s) before the round failed,
+so the records arrived ~30 s late. The services now have every
 level created as soon as one is used, and move records only to existing levels: the test checks that ``__delay-1s``
 exists before the kill and that no record arrives anywhere near that late.
 """

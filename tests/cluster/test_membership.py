@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 import trio
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
@@ -30,6 +31,9 @@ from oncelog.broker.etcd.client import EtcdClient
 from oncelog.broker.etcd.connect import parse_etcd_connect
 from oncelog.broker.etcd.image import MetadataFollower
 from oncelog.broker.etcd.layout import Layout
+from oncelog.client.connection import BrokerConnection
+from oncelog.client.delay import CANCEL_TOPIC
+from oncelog.protocol import ApiKey, ErrorCode
 from support.cluster import Cluster
 
 
@@ -165,16 +169,26 @@ def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_the_isr(cluster:
     """Kafka refuses ISR expansion to a replica of a broker in controlled shutdown (INELIGIBLE_REPLICA). The first
     steps of ``ClusterMember.shut_down`` stand in for a shutdown that lasts (the mark under the broker's lease, then
     its ISR memberships moved away): the broker's real process, caught up, keeps fetching, yet stays out of the ISR
-    it left; a real SIGTERM then completes."""
+    it left; a real SIGTERM then completes. Nor does the controller elect it: its partition of a topic without
+    other replicas stays without a leader (Kafka's controller elects no broker in controlled shutdown)."""
     state = _replicated_partition(cluster, "drained")
     leaving = next(r for r in state.replicas if r != state.leader)
+    create(cluster, "alone", partitions=3, replication_factor=1)  # one partition on each broker
+    alone = cluster.wait_for(lambda md: "alone" in md.topics, "alone").topics["alone"].partitions
+    (only_on_leaving,) = [p for p, meta in alone.items() if meta.replicas == [leaving]]
     trio.run(_begin_controlled_shutdown, cluster, leaving)
     cluster.wait_for(
-        lambda md: leaving not in md.topics["drained"].partitions[0].isrs, "the ISR without the leaving broker"
+        lambda md: (
+            leaving not in md.topics["drained"].partitions[0].isrs
+            and md.topics["alone"].partitions[only_on_leaving].leader == -1
+        ),
+        "the ISR without the leaving broker, and its own partition without a leader",
     )
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:  # caught up and fetching all along: without the refusal it is back in 0.5 s
-        assert leaving not in cluster.metadata().topics["drained"].partitions[0].isrs
+        metadata = cluster.metadata()
+        assert leaving not in metadata.topics["drained"].partitions[0].isrs
+        assert metadata.topics["alone"].partitions[only_on_leaving].leader == -1  # not handed back to it
         time.sleep(0.2)
     assert cluster.brokers[leaving].stop() == 0
 
@@ -232,6 +246,27 @@ def test_cluster_and_topic_describe_show_replicas_isr_and_lost_brokers(cluster: 
     assert all(
         "\toffline=3" in line and "isr=" in line and "3" not in line.split("isr=")[1].split("\t")[0] for line in under
     )
+
+    # A delay topic is created on first use with the offsets topic's replication factor (3), impossible over two
+    # live brokers: Metadata answers INVALID_REPLICATION_FACTOR for it, as Kafka's auto-creation does, and the
+    # connection stays (it used to be dropped, each time the client asked again).
+    answers = anyio.run(_metadata_twice, cluster.brokers[1].port, CANCEL_TOPIC)
+    assert [(t.name, t.error_code) for answer in answers for t in answer.topics] == [
+        (CANCEL_TOPIC, ErrorCode.INVALID_REPLICATION_FACTOR)
+    ] * 2
+    assert all(sorted(b.node_id for b in answer.brokers) == [1, 2] for answer in answers)
+
+
+async def _metadata_twice(port: int, topic: str) -> list:
+    """Two Metadata requests for ``topic`` on one connection."""
+    async with anyio.create_task_group() as tg:
+        connection = BrokerConnection("127.0.0.1", port)
+        await connection.open(tg)
+        try:
+            body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+            return [await connection.request(ApiKey.METADATA, body, version=9) for _ in range(2)]
+        finally:
+            await connection.aclose()
 
 
 def test_topic_config_changes_reach_every_broker_and_stay(healthy_cluster: Cluster) -> None:

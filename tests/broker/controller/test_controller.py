@@ -129,3 +129,37 @@ async def test_controlled_shutdown_moves_everything_away(etcd: EtcdProcess, requ
         after = await until(follower, lambda i: not led_by(i, 2))
         assert all(2 not in s.isr and len(s.isr) == 2 for s in after.topic_partitions().values())
         nursery.cancel_scope.cancel()
+
+
+async def test_no_broker_in_controlled_shutdown_is_elected(etcd: EtcdProcess, request: pytest.FixtureRequest) -> None:
+    """Kafka's controller elects no broker in controlled shutdown (``isAcceptableLeader``): a partition whose only
+    in-sync replica is shutting down stays without a leader, neither the election nor the preferred-leader rebalance
+    hands it back; once the broker is active again (its mark gone: a new session deletes it) it is elected."""
+    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
+    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
+        leases = {b: await register(client, layout, b) for b in (1, 2, 3)}
+        await create_topic(
+            client, layout, name="t", partitions=3, replication_factor=1, live_brokers=dict.fromkeys(leases)
+        )
+        follower = MetadataFollower(client, layout)
+        await nursery.start(follower.run)
+        await client.put(layout.shutting_down(2), b"", lease=leases[2].id)
+        image = await until(follower, lambda i: 2 in i.shutting_down)
+        (only_on_2,) = led_by(image, 2)
+        assert await controlled_shutdown(client, layout, image, 2) == 1
+        # The rebalance looks often: it must not hand the partition back either.
+        controller = ClusterController(
+            client, layout, follower, broker_id=1, lease_id=leases[1].id, rebalance_interval_s=0.1
+        )
+        nursery.start_soon(controller.run)
+        image = await until(follower, lambda i: i.controller is not None and i.partition(*only_on_2).leader == -1)
+        with trio.move_on_after(1.5):
+            while True:
+                image = await follower.next_image(after=image.revision)
+                assert image.partition(*only_on_2).leader == -1, image.partition(*only_on_2)
+        assert image.partition(*only_on_2).isr == (2,)  # the last member stays, to be elected cleanly when back
+
+        await client.delete(layout.shutting_down(2))
+        back = await until(follower, lambda i: i.partition(*only_on_2).leader == 2)
+        assert back.partition(*only_on_2).isr == (2,)
+        nursery.cancel_scope.cancel()
