@@ -256,6 +256,12 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec("replica.fetch.min.bytes", int, 1, "Bytes a follower's fetch waits for."),
         PropertySpec("replica.fetch.backoff.ms", int, 1000, "Pause of a follower's fetcher after an error."),
         PropertySpec(
+            "max.incremental.fetch.session.cache.slots",
+            int,
+            1000,
+            "Incremental fetch sessions (KIP-227) a leader keeps for its followers; 0 turns them off.",
+        ),
+        PropertySpec(
             "replica.high.watermark.checkpoint.interval.ms",
             int,
             5000,

@@ -129,8 +129,7 @@ NOT_USED: tuple[NotUsed, ...] = (
             """socket.send.buffer.bytes socket.receive.buffer.bytes socket.listen.backlog.size
             socket.connection.setup.timeout.ms socket.connection.setup.timeout.max.ms
             fetch.purgatory.purge.interval.requests producer.purgatory.purge.interval.requests
-            delete.records.purgatory.purge.interval.requests share.fetch.purgatory.purge.interval.requests
-            max.incremental.fetch.session.cache.slots"""
+            delete.records.purgatory.purge.interval.requests share.fetch.purgatory.purge.interval.requests"""
         ),
     ),
     NotUsed(

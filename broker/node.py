@@ -34,6 +34,7 @@ from oncelog.broker.etcd.client import EtcdClient
 from oncelog.broker.etcd.connect import EtcdConnectError, parse_etcd_connect
 from oncelog.broker.etcd.layout import BrokerRegistration, Layout
 from oncelog.broker.etcd.producer_id_blocks import claim_block
+from oncelog.broker.fetch_sessions import FetchSessions
 from oncelog.broker.flusher import LogFlusher
 from oncelog.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from oncelog.broker.group.coordinator import GroupCoordinator
@@ -154,6 +155,7 @@ class BrokerNode:
             # A cluster member leads only what the cluster's metadata says; a single node leads every partition.
             lead_unassigned=self.member is None,
         )
+        self.fetch_sessions = FetchSessions(config.get_int("max.incremental.fetch.session.cache.slots"))
         #: The etcd client of a cluster member (closed when the node stops).
         self._etcd_client: EtcdClient | None = etcd[0] if etcd is not None else None
         if etcd is not None:

@@ -432,6 +432,10 @@ class ReplicaManager:
         """Members of the partition's ISR, the leader included (1 on the single node)."""
         return self.roles.isr_size((topic, partition))
 
+    def has_follower(self, replica: int) -> bool:
+        """True when ``replica`` follows a partition led here (by an applied state)."""
+        return any(replica in role.leading.followers for role in self.roles.leading().values() if role.leading)
+
     def replicated(self, topic: str, partition: int) -> bool:
         """True when the partition is led here with followers: acks=all then waits for the high watermark."""
         role = self.roles.get((topic, partition))
@@ -572,6 +576,8 @@ class ReplicaManager:
         read = PartitionRead(ErrorCode.NONE, log_start_offset=partition_log.log_start_offset)
         if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
             read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+        elif role.leading.still_caught_up(replica, offset, partition_log.log_end_offset, now_ms, self.incarnation_of):
+            pass  # an in-sync follower at our end, as at its last fetch: nothing to move, nothing to read
         else:
             incarnation_of = self.incarnation_of
             role.leading.record_fetch(replica, offset, partition_log.log_end_offset, now_ms, incarnation_of(replica))

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from oncelog.broker.cluster.view import ClusterView
     from oncelog.broker.config import BrokerConfig
     from oncelog.broker.dynamic_config import DynamicBrokerConfigs
+    from oncelog.broker.fetch_sessions import FetchSessions
     from oncelog.broker.group.consumer_coordinator import ConsumerGroupCoordinator
     from oncelog.broker.group.coordinator import GroupCoordinator
     from oncelog.broker.group_configs import GroupConfigs
@@ -41,6 +42,8 @@ class Broker(Protocol):
     metadata: MetadataStore
     logs: LogManager
     replicas: ReplicaManager
+    #: Followers' incremental fetch sessions (KIP-227) with this broker as their leader.
+    fetch_sessions: FetchSessions
     producer_ids: ProducerIdAllocator
     topics: TopicManager
     transactions: TransactionCoordinator

@@ -19,8 +19,9 @@ was deleted, or recreated under a new id) is answered UNKNOWN_TOPIC_ID for each 
 recreated under the same name while the fetch was parked answers INCONSISTENT_TOPIC_ID (Kafka's partition topic id
 check in ReplicaManager.readFromLog), never the new topic's records under the old id.
 
-No incremental fetch sessions are created: every response is a full one (session id 0) holding every requested
-partition, which all clients accept (kafka-python included, which asks for a session and falls back).
+Incremental fetch sessions (KIP-227) are given to followers only (``broker.fetch_sessions``): a consumer's fetch is
+answered in full, session id 0, holding every requested partition, which all clients accept (kafka-python included,
+which asks for a session and falls back), as they accept a broker whose session slots are all taken.
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ from typing import TYPE_CHECKING
 
 import trio
 from oncelog.broker.clock import now_ms
+from oncelog.broker.fetch_sessions import (
+    INITIAL_EPOCH,
+    MAX_NAMED_SESSION_VERSION,
+    MIN_SESSION_VERSION,
+    NO_SESSION_ID,
+    SESSIONLESS_EPOCH,
+    FetchSession,
+    next_epoch,
+)
 from oncelog.broker.fetch_wait import FetchWaiter, bytes_between
 from oncelog.broker.replica_manager import READ_COMMITTED, PartitionRead
 from oncelog.broker.request import Request
@@ -42,10 +52,6 @@ if TYPE_CHECKING:
     from oncelog.broker.services import Broker
 
 NO_PREFERRED_REPLICA = -1
-#: Kafka's FetchRequest.INVALID_SESSION_ID / FINAL_EPOCH / INITIAL_EPOCH.
-NO_SESSION_ID = 0
-SESSIONLESS_EPOCH = -1
-INITIAL_EPOCH = 0
 #: The first Fetch version whose client can read zstd-compressed batches (KIP-110).
 MIN_ZSTD_VERSION = 10
 #: Upper bound on a long poll, whatever the client asks (Kafka caps it by request.timeout on the client side).
@@ -220,7 +226,36 @@ def _partition_response(index: int, read: PartitionRead, isolation: int) -> dict
     }
 
 
-def _response(results: list[tuple[str, list[tuple[int, PartitionRead]]]], isolation: int, ids: TopicIds | None) -> dict:
+def _session_answer(
+    session: FetchSession, results: list[tuple[str, list[tuple[int, PartitionRead]]]], *, incremental: bool
+) -> list[tuple[str, list[tuple[int, PartitionRead]]]]:
+    """The partitions a session's answer carries (all of them when it opens; else the changed ones), noting what
+    the follower is told."""
+    answer = []
+    for name, per_partition in results:
+        carried = [
+            (index, read)
+            for index, read in per_partition
+            if session.changed(
+                name,
+                index,
+                read.error,
+                len(read.records),
+                (read.high_watermark, read.last_stable_offset, read.log_start_offset),
+            )
+            or not incremental
+        ]
+        if carried:
+            answer.append((name, carried))
+    return answer
+
+
+def _response(
+    results: list[tuple[str, list[tuple[int, PartitionRead]]]],
+    isolation: int,
+    ids: TopicIds | None,
+    session_id: int = NO_SESSION_ID,
+) -> dict:
     responses = [
         {
             "topic": name,
@@ -242,26 +277,63 @@ def _response(results: list[tuple[str, list[tuple[int, PartitionRead]]]], isolat
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
-        "session_id": NO_SESSION_ID,
+        "session_id": session_id,
         "responses": responses,
     }
 
 
+def _session_error(error: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": error, "session_id": NO_SESSION_ID, "responses": []}
+
+
+def _forgotten(body) -> list[tuple[str, int]]:
+    return [(topic["topic"], index) for topic in body.forgotten_topics_data or () for index in topic["partitions"]]
+
+
+def _follower_session(
+    broker: Broker, request: Request, follower: int, wanted: dict[str, dict[int, object]]
+) -> tuple[FetchSession | None, bool] | ErrorCode:
+    """A follower's fetch under KIP-227: (its session or None, whether the fetch is incremental), or the error
+    that answers it. An incremental fetch's listings are applied to its session."""
+    body = request.body
+    sessions = broker.fetch_sessions
+    session_id, epoch = body.session_id, body.session_epoch
+    if epoch in (INITIAL_EPOCH, SESSIONLESS_EPOCH):
+        if session_id != NO_SESSION_ID:
+            sessions.close(session_id)
+        if epoch == SESSIONLESS_EPOCH or not broker.replicas.has_follower(follower):
+            return None, False
+        return sessions.open(follower, wanted), False
+    session = sessions.get(session_id)
+    if session is None or session.replica != follower:
+        return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    if epoch != session.epoch:
+        return ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    session.update(wanted, _forgotten(body))
+    session.epoch = next_epoch(epoch)
+    return session, True
+
+
 async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
-    if request.version >= 7 and body.session_id != NO_SESSION_ID:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-            "session_id": 0,
-            "responses": [],
-        }
+    follower = replica_id(request)
+    with_session = follower >= 0 and MIN_SESSION_VERSION <= request.version <= MAX_NAMED_SESSION_VERSION
+    if request.version >= MIN_SESSION_VERSION and body.session_id != NO_SESSION_ID and not with_session:
+        return _session_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     if request.version >= MIN_TOPIC_ID_VERSION:
         wanted, ids = requested_by_id(broker, body)
     else:
         wanted, ids = requested_partitions(body), None
     # The merged partitions are all that is kept: a fetch parked for long does not hold every listing.
     body.topics.clear()
+    session, incremental = None, False
+    if with_session:
+        outcome = _follower_session(broker, request, follower, wanted)
+        if isinstance(outcome, ErrorCode):
+            return _session_error(outcome)
+        session, incremental = outcome
+        if session is not None:
+            wanted = session.partitions
     watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
     results, total = await _read_all(broker, request, wanted, ids)
@@ -270,7 +342,13 @@ async def handle(broker: Broker, request: Request) -> dict:
     if total < body.min_bytes and not has_error and trio.current_time() < deadline and watched:
         await _park(broker, request, wanted, watched, deadline)
         results, total = await _read_all(broker, request, wanted, ids)
-    return _response(results, body.isolation_level, ids)
+    if session is None:
+        return _response(results, body.isolation_level, ids)
+    if broker.fetch_sessions.get(session.session_id) is not session:
+        # Closed or replaced (a newer fetch of the follower) while this one was parked: answer it in full.
+        return _response(results, body.isolation_level, ids)
+    answer = _session_answer(session, results, incremental=incremental)
+    return _response(answer, body.isolation_level, ids, session.session_id)
 
 
 def _visible_bytes(

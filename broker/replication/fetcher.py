@@ -10,6 +10,11 @@ mode, fetch again only once what was appended is durable (so the offset a follow
 leader's high watermark and answers acks=all, is fsynced here too). A partition whose fetch fails is retried after
 ``replica.fetch.backoff.ms``; a connection that fails is reopened after it. A partition moved to another leader (or
 given up) while a response for it was on its way is not touched by that response.
+
+Each connection fetches in an incremental fetch session (KIP-227, ``fetch_session``) when the leader gives one: a
+round then lists only the partitions whose position moved, and the answer only those with something new, so a
+follower of many idle partitions does not list, encode and decode each of them every round. A session error from
+the leader (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) restarts the session with a full fetch at once.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any, Protocol
 import anyio
 import structlog
 import trio
+from oncelog.broker.fetch_sessions import MIN_SESSION_VERSION, NO_SESSION_ID
 from oncelog.broker.flusher import SyncWaiter
 from oncelog.broker.listeners import Endpoint
 from oncelog.broker.replication.fetcher_identity import fetcher_client_id
@@ -31,6 +37,7 @@ from oncelog.protocol import ApiKey, ErrorCode
 from oncelog.storage.leader_epoch import UNDEFINED_EPOCH, EpochEndOffset
 from oncelog.storage.log import PartitionLog
 
+from .fetch_session import FollowerSession, Listing, SessionRequest
 from .truncation import truncation_point
 
 log = structlog.get_logger(__name__)
@@ -60,6 +67,8 @@ FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSIONS = (3, 4)
 #: The shortest pause of a fetcher with nothing to fetch (so an unfinished truncation cannot spin).
 MIN_IDLE_S = 0.01
+#: Top-level answers that end the fetch session (the next fetch asks in full), not the connection.
+SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
 
 
 @dataclass(frozen=True)
@@ -165,7 +174,7 @@ class ReplicaFetcher:
                     )
                     await connection.open(connection_tasks)
                     try:
-                        await self._fetch_loop(connection)
+                        await self._fetch_loop(connection, FollowerSession())
                     finally:
                         await connection.aclose()
             except* (KafkaError, OSError) as group:  # the connection's task group wraps what it raises
@@ -176,7 +185,9 @@ class ReplicaFetcher:
                     self._on_leader_lost(self.leader)
                 await trio.sleep(backoff_s)
 
-    async def _fetch_loop(self, connection: BrokerConnection) -> None:
+    async def _fetch_loop(self, connection: BrokerConnection, session: FollowerSession) -> None:
+        """Fetch over ``connection`` (a session with the leader lasts as long as it does) until nothing is
+        followed."""
         while True:
             if not self.partitions:
                 return
@@ -190,7 +201,7 @@ class ReplicaFetcher:
                     await self._changed.wait()
                 self._changed = trio.Event()
                 continue
-            await self._fetch(connection, ready)
+            await self._fetch(connection, session, ready)
 
     # Truncation ----------------------------------------------------------------------------------------------
 
@@ -268,44 +279,43 @@ class ReplicaFetcher:
 
     # Fetching ------------------------------------------------------------------------------------------------
 
-    async def _fetch(self, connection: BrokerConnection, ready: list[FollowedPartition]) -> None:
-        topics: dict[str, list[dict]] = {}
+    async def _fetch(
+        self, connection: BrokerConnection, session: FollowerSession, ready: list[FollowedPartition]
+    ) -> None:
+        wanted: dict[tuple[str, int], Listing] = {}
         for followed in ready:
             partition_log = self._local.get_log(followed.topic, followed.partition)
             if partition_log is None:
                 self.remove(followed.topic, followed.partition)
                 continue
-            topics.setdefault(followed.topic, []).append(
-                {
-                    "partition": followed.partition,
-                    "current_leader_epoch": followed.leader_epoch,
-                    "fetch_offset": partition_log.log_end_offset,
-                    "last_fetched_epoch": -1,
-                    "log_start_offset": partition_log.log_start_offset,
-                    "partition_max_bytes": self._settings.max_bytes,
-                }
+            wanted[(followed.topic, followed.partition)] = (
+                partition_log.log_end_offset,
+                partition_log.log_start_offset,
+                followed.leader_epoch,
+                self._settings.max_bytes,
             )
-        if not topics:
+        if not wanted:
             return
-        body = {
-            "replica_id": self._node_id,
-            "max_wait_ms": self._settings.wait_max_ms,
-            "min_bytes": self._settings.min_bytes,
-            "max_bytes": self._settings.response_max_bytes,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in topics.items()],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
+        sent = session.request(wanted)
         version = min(FETCH_VERSION, connection.broker_versions.get(ApiKey.FETCH, (0, FETCH_VERSION))[1])
-        response = await connection.request(
-            ApiKey.FETCH, body, version=version, timeout_ms=connection.request_timeout_ms + self._settings.wait_max_ms
-        )
+        try:
+            response = await connection.request(
+                ApiKey.FETCH,
+                self._fetch_body(sent, wanted),
+                version=version,
+                timeout_ms=connection.request_timeout_ms + self._settings.wait_max_ms,
+            )
+        except BaseException:
+            session.reset()  # the leader may or may not have applied it
+            raise
         self.rounds += 1
         if response.error_code != ErrorCode.NONE:
+            session.reset()
+            if response.error_code in SESSION_ERRORS:
+                log.info("replica_fetch_session_reset", leader=self.leader, error=ErrorCode(response.error_code).name)
+                return
             raise KafkaError(f"fetch from broker {self.leader} failed", ErrorCode(response.error_code))
+        session.answered(sent, wanted, response.session_id if version >= MIN_SESSION_VERSION else NO_SESSION_ID)
         by_tp = {(f.topic, f.partition): f for f in ready}
         waits: list[SyncWaiter] = []
         now_ms = self._clock_ms()
@@ -320,6 +330,36 @@ class ReplicaFetcher:
                     waits.append(waiter)
         for waiter in waits:
             await self._local.wait_requested(waiter)
+
+    def _fetch_body(self, sent: SessionRequest, wanted: dict[tuple[str, int], Listing]) -> dict:
+        topics: dict[str, list[dict]] = {}
+        for topic, partition in sent.listed:
+            fetch_offset, log_start_offset, leader_epoch, max_bytes = wanted[(topic, partition)]
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": partition,
+                    "current_leader_epoch": leader_epoch,
+                    "fetch_offset": fetch_offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": log_start_offset,
+                    "partition_max_bytes": max_bytes,
+                }
+            )
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in sent.forgotten:
+            forgotten.setdefault(topic, []).append(partition)
+        return {
+            "replica_id": self._node_id,
+            "max_wait_ms": self._settings.wait_max_ms,
+            "min_bytes": self._settings.min_bytes,
+            "max_bytes": self._settings.response_max_bytes,
+            "isolation_level": 0,
+            "session_id": sent.session_id,
+            "session_epoch": sent.epoch,
+            "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in topics.items()],
+            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+            "rack_id": "",
+        }
 
     def _backoff_s(self, error: ErrorCode | None) -> float:
         """How long a partition waits after ``error`` (None: no answer for it)."""

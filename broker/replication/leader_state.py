@@ -95,6 +95,26 @@ class LeaderReplicaState:
         progress.last_fetch_leader_end_offset = leader_end_offset
         progress.last_fetch_ms = now_ms
 
+    def still_caught_up(
+        self, replica: int, fetch_offset: int, leader_end_offset: int, now_ms: int, incarnation_of: IncarnationOf
+    ) -> bool:
+        """``record_fetch`` for the commonest fetch of an idle partition, when it can move nothing else: an ISR
+        follower of the registered incarnation fetching at the leader's end, where its last fetch already was.
+        Its caught-up time is noted and True returned (its position, hence the high watermark and the ISR, stays as
+        it was); otherwise nothing is done and False returned (call ``record_fetch``)."""
+        progress = self.followers[replica]
+        if (
+            fetch_offset != leader_end_offset
+            or progress.log_end_offset != fetch_offset
+            or replica not in self.isr
+            or progress.incarnation != incarnation_of(replica)
+        ):
+            return False
+        progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
+        progress.last_fetch_leader_end_offset = leader_end_offset
+        progress.last_fetch_ms = now_ms
+        return True
+
     def advance_high_watermark(self, leader_end_offset: int) -> bool:
         """Move the high watermark to the smallest log end offset in the ISR; True when it moved."""
         ends = [leader_end_offset] + [

@@ -6,7 +6,7 @@ leader's divergent tail and the new leader deduplicates an idempotent producer's
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -23,24 +23,6 @@ from broker.helpers import batch, fetch_body, list_offsets_body, produce_body
 
 TOPIC = "replicated"
 WAIT_S = 20
-
-
-@pytest.fixture
-async def make_cluster(nursery: trio.Nursery, tmp_path) -> AsyncIterator[Callable]:
-    clusters: list[ReplicationCluster] = []
-
-    async def make(node_ids, **properties: str) -> ReplicationCluster:
-        cluster = ReplicationCluster(
-            nursery, tmp_path, node_ids, {k.replace("_", "."): v for k, v in properties.items()}
-        )
-        clusters.append(cluster)
-        for node_id in node_ids:
-            await cluster.start(node_id)
-        return cluster
-
-    yield make
-    for cluster in clusters:
-        await cluster.stop_all()
 
 
 async def connect(cluster: ReplicationCluster, node_id: int) -> WireClient:

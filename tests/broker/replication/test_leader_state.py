@@ -80,3 +80,25 @@ def test_a_follower_that_stopped_fetching_is_not_proposed_after_the_lag_time() -
     leader.record_fetch(3, 30, leader_end_offset=30, now_ms=1_000)
     assert leader.ready_to_join(now_ms=1_000 + LAG) == {3: 0}
     assert leader.ready_to_join(now_ms=1_001 + LAG) == {}
+
+
+def test_an_idle_in_sync_fetch_is_noted_as_record_fetch_would_and_anything_else_is_left_to_it() -> None:
+    registered = {2: 0, 3: 0}.get
+    fast, full = state(), state()
+    for leader in (fast, full):
+        leader.record_fetch(2, 10, leader_end_offset=10, now_ms=1)
+        leader.record_fetch(3, 4, leader_end_offset=10, now_ms=1)
+    # Follower 2 again at the end (10), where it was: noted, as record_fetch notes it.
+    assert fast.still_caught_up(2, 10, 10, 5_000, registered)
+    full.record_fetch(2, 10, leader_end_offset=10, now_ms=5_000)
+    assert fast.followers == full.followers
+    # Anything that can move the high watermark or the ISR is not taken: a fetch behind the end, a first fetch at
+    # a new end, a follower outside the ISR, another incarnation.
+    assert not fast.still_caught_up(3, 4, 10, 6_000, registered)
+    assert not fast.still_caught_up(2, 10, 12, 6_000, registered)
+    assert not fast.still_caught_up(2, 12, 12, 6_000, registered)
+    fast.isr_changed([1, 3])
+    assert not fast.still_caught_up(2, 10, 10, 6_000, registered)
+    fast.isr_changed([1, 2, 3])
+    assert not fast.still_caught_up(2, 10, 10, 6_000, {2: 9}.get)
+    assert fast.followers == full.followers  # refusals changed nothing

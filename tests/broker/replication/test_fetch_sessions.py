@@ -1,0 +1,216 @@
+"""Incremental fetch sessions (KIP-227) for followers: the leader's cache (``broker.fetch_sessions``), the follower's
+half (``broker.replication.fetch_session``), and both on the wire: a leader in-process, this test speaking as its
+follower 2 (followers 2 and 3 are not running), and a three-node cluster whose leader drops its sessions."""
+
+from __future__ import annotations
+
+import trio
+from oncelog.broker.fetch_sessions import FetchSessions, next_epoch
+from oncelog.broker.replication.fetch_session import FollowerSession
+from oncelog.protocol import ApiKey, ErrorCode
+
+from broker.helpers import batch, produce_body
+from broker.replication.test_data_path import TOPIC, connect, end_offset, led_by, log_bytes, produce, until
+
+FETCH_VERSION = 12
+PARTITIONS = 4
+
+
+# --- the leader's cache, pure --------------------------------------------------------------------------------
+
+
+def test_epochs_count_from_one_and_wrap_past_the_largest_int32_to_one() -> None:
+    assert next_epoch(0) == 1
+    assert next_epoch(1) == 2
+    assert next_epoch(2**31 - 1) == 1
+
+
+def test_a_follower_holds_one_session_and_slots_bound_them_all() -> None:
+    sessions = FetchSessions(slots=2)
+    first = sessions.open(2, {"t": {0: "p0"}})
+    assert first is not None and sessions.get(first.session_id) is first
+    again = sessions.open(2, {"t": {1: "p1"}})
+    assert again is not None and sessions.get(first.session_id) is None  # replaced, not added
+    assert sessions.open(3, {}) is not None
+    assert sessions.open(4, {}) is None  # both slots taken by other followers
+    assert len(sessions) == 2
+    sessions.close(again.session_id)
+    assert sessions.open(4, {}) is not None
+    assert FetchSessions(slots=0).open(2, {}) is None  # max.incremental.fetch.session.cache.slots=0: off
+
+
+def test_a_session_forgets_and_updates_listings_and_tells_only_what_changed() -> None:
+    session = FetchSessions().open(2, {"t": {0: "a", 1: "b"}, "u": {0: "c"}})
+    assert session is not None
+    session.update({"t": {1: "b2"}, "v": {0: "d"}}, [("u", 0), ("t", 9)])
+    assert session.partitions == {"t": {0: "a", 1: "b2"}, "v": {0: "d"}}
+    assert session.changed("t", 0, ErrorCode.NONE, 0, (5, 5, 0))  # first answer
+    assert not session.changed("t", 0, ErrorCode.NONE, 0, (5, 5, 0))  # nothing new
+    assert session.changed("t", 0, ErrorCode.NONE, 100, (5, 5, 0))  # records
+    assert session.changed("t", 0, ErrorCode.NONE, 0, (6, 5, 0))  # high watermark
+    assert session.changed("t", 0, ErrorCode.NOT_LEADER_OR_FOLLOWER, 0, (6, 5, 0))
+    assert session.changed("t", 0, ErrorCode.NONE, 0, (6, 5, 0))  # after an error: again, though unchanged
+
+
+# --- the follower's half, pure -------------------------------------------------------------------------------
+
+
+def test_a_follower_lists_everything_until_a_session_opens_then_only_what_moved() -> None:
+    session = FollowerSession()
+    wanted = {("t", 0): (10, 0, 1, 100), ("t", 1): (20, 0, 1, 100)}
+    full = session.request(wanted)
+    assert (full.session_id, full.epoch, full.listed, full.forgotten) == (0, 0, [("t", 0), ("t", 1)], [])
+    session.answered(full, wanted, session_id=0)  # the leader gave none: ask in full again
+    assert session.request(wanted) == full
+    session.answered(full, wanted, session_id=7)
+    assert session.request(wanted).listed == [] and session.request(wanted).epoch == 1
+    moved = {("t", 0): (11, 0, 1, 100), ("t", 2): (0, 0, 1, 100)}
+    step = session.request(moved)
+    assert (step.session_id, step.epoch, step.listed, step.forgotten) == (7, 1, [("t", 0), ("t", 2)], [("t", 1)])
+    session.answered(step, moved, session_id=7)
+    assert session.request(moved).listed == [] and session.request(moved).epoch == 2
+    session.answered(session.request(moved), moved, session_id=8)  # not ours any more: start over
+    assert session.request(moved).session_id == 0 and session.request(moved).listed == list(moved)
+
+
+# --- on the wire: this test is follower 2 of a leader in-process ----------------------------------------------
+
+
+def _follower_fetch(session_id: int, epoch: int, listed: dict[int, int], forgotten: list[int] = (), replica=2):
+    return {
+        "replica_id": replica,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": session_id,
+        "session_epoch": epoch,
+        "topics": [
+            {
+                "topic": TOPIC,
+                "partitions": [
+                    {
+                        "partition": index,
+                        "current_leader_epoch": 0,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": 0,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                    for index, offset in listed.items()
+                ],
+            }
+        ]
+        if listed
+        else [],
+        "forgotten_topics_data": [{"topic": TOPIC, "partitions": list(forgotten)}] if forgotten else [],
+        "rack_id": "",
+    }
+
+
+def _answered(response) -> dict[int, tuple[int, int, int]]:
+    """partition -> (error, high watermark, record bytes)."""
+    return {
+        p.partition_index: (p.error_code, p.high_watermark, len(p.records or b""))
+        for topic in response.responses
+        for p in topic.partitions
+    }
+
+
+async def test_a_followers_session_answers_only_partitions_with_news(make_cluster) -> None:
+    cluster = await make_cluster([1])
+    await cluster.create_topic(TOPIC, PARTITIONS)
+    for index in range(PARTITIONS):
+        cluster.apply(TOPIC, index, led_by(1, (1, 2, 3), isr=(1,)))
+    leader = await connect(cluster, 1)
+    follower = await connect(cluster, 1)
+
+    opened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, dict.fromkeys(range(4), 0)))
+    assert opened.error_code == ErrorCode.NONE and opened.session_id != 0
+    assert _answered(opened) == {i: (ErrorCode.NONE, 0, 0) for i in range(PARTITIONS)}  # opening: in full
+    sid = opened.session_id
+
+    # Nothing new: an incremental fetch listing nothing is answered with nothing.
+    idle = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 1, {}))
+    assert (idle.error_code, idle.session_id, _answered(idle)) == (ErrorCode.NONE, sid, {})
+
+    # Records in partition 2 only: only it is answered, from the offset the session holds.
+    body = produce_body(TOPIC, 2, batch([b"a", b"b"]), acks=1)
+    assert (await leader.request(ApiKey.PRODUCE, 9, body)).responses[0].partition_responses[0].error_code == 0
+    news = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 2, {}))
+    answered = _answered(news)
+    assert list(answered) == [2] and answered[2][2] > 0
+
+    # The follower took them: it lists its new position, which moves the high watermark (ISR (1,): to the end).
+    moved = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 3, {2: 2}))
+    assert _answered(moved) in ({}, {2: (ErrorCode.NONE, 2, 0)})
+
+    # A forgotten partition leaves the session: its records are not answered any more.
+    body = produce_body(TOPIC, 0, batch([b"c"]), acks=1)
+    await leader.request(ApiKey.PRODUCE, 9, body)
+    forgot = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 4, {}, forgotten=[0]))
+    assert 0 not in _answered(forgot)
+    relisted = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 5, {0: 0}))
+    assert _answered(relisted)[0][2] > 0
+
+    # Session errors change nothing: the next right epoch still works.
+    wrong = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 9, {}))
+    assert (wrong.error_code, wrong.session_id, wrong.responses) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0, [])
+    unknown = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid + 1000, 1, {}))
+    assert unknown.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    other = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 6, {}, replica=3))
+    assert other.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND  # another follower cannot use it
+    fine = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 6, {}))
+    assert (fine.error_code, fine.session_id) == (ErrorCode.NONE, sid)
+
+    # Epoch -1 closes it: a full answer without a session, and the id is gone.
+    closed = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, -1, {1: 0}))
+    assert (closed.error_code, closed.session_id, list(_answered(closed))) == (ErrorCode.NONE, 0, [1])
+    gone = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 7, {}))
+    assert gone.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+async def test_only_followers_of_a_partition_led_here_get_sessions(make_cluster) -> None:
+    cluster = await make_cluster([1])
+    await cluster.create_topic(TOPIC, PARTITIONS)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2), isr=(1,)))
+    client = await connect(cluster, 1)
+    consumer = _follower_fetch(0, 0, {0: 0}, replica=-1)
+    assert (await client.request(ApiKey.FETCH, FETCH_VERSION, consumer)).session_id == 0
+    stranger = _follower_fetch(0, 0, {0: 0}, replica=7)
+    answer = await client.request(ApiKey.FETCH, FETCH_VERSION, stranger)
+    assert answer.session_id == 0 and _answered(answer)[0][0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert len(cluster.node(1).fetch_sessions) == 0
+    answer = await client.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, {0: 0}))
+    assert answer.session_id != 0 and len(cluster.node(1).fetch_sessions) == 1
+
+
+def _open_sessions(sessions: FetchSessions) -> list:
+    return [s for s in map(sessions.get, range(1, 1000)) if s is not None]
+
+
+async def test_followers_replicate_in_sessions_and_start_over_when_the_leader_drops_them(make_cluster) -> None:
+    """A session the leader closed, or whose epoch no longer matches (INVALID_FETCH_SESSION_EPOCH), is started
+    over by the follower's next fetch on the same connection: with a reconnect backoff of a minute, a follower that
+    reconnected instead would hold acks=all past the test's limit."""
+    cluster = await make_cluster([1, 2, 3], replica_fetch_backoff_ms="60000")
+    await cluster.create_topic(TOPIC, configs={"min.insync.replicas": "3"})
+    cluster.apply(TOPIC, 0, led_by(1))
+    client = await connect(cluster, 1)
+    assert (await produce(client, batch([b"a"]))).error_code == ErrorCode.NONE
+    sessions = cluster.node(1).fetch_sessions
+    await until(lambda: len(sessions) == 2)
+    rounds = 1
+    for drop in ("close", "epoch", "close", "epoch"):
+        for session in _open_sessions(sessions):
+            if drop == "close":
+                sessions.close(session.session_id)  # as a leader whose slots went to others
+            else:
+                session.epoch += 5  # as a leader that lost track of the follower's fetches
+        with trio.fail_after(10):
+            for _ in range(2):
+                assert (await produce(client, batch([b"b%d" % rounds]))).error_code == ErrorCode.NONE
+                rounds += 1
+        await until(lambda: len(sessions) == 2)
+    assert all(end_offset(cluster, n) == rounds for n in (1, 2, 3))
+    assert log_bytes(cluster, 2) == log_bytes(cluster, 1) == log_bytes(cluster, 3)
