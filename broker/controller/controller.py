@@ -29,6 +29,7 @@ from oncelog.broker.etcd.image import MetadataFollower, MetadataImage
 from oncelog.broker.etcd.layout import Layout
 
 from .partition_change import PartitionState, elect_leader, elect_preferred, shut_down
+from .refused import Refused
 
 log = structlog.get_logger(__name__)
 
@@ -162,7 +163,9 @@ async def apply_partition_changes(
     changes: dict[tuple[str, int], Callable[[PartitionState], PartitionState]],
     guards: list[Compare],
 ) -> None:
-    """Apply each change to the partition's current state in etcd (re-read on conflict), a few at a time."""
+    """Apply each change to the partition's current state in etcd (re-read on conflict), a few at a time. A change
+    that no longer applies to the current state (it raises ``Refused``: a preferred replica that leads already,
+    the state having moved on since ``image``) is skipped, as is a partition deleted meanwhile."""
     limiter = trio.CapacityLimiter(CONCURRENT_WRITES)
 
     async def apply(topic: str, index: int, change: Callable[[PartitionState], PartitionState]) -> None:
@@ -172,7 +175,7 @@ async def apply_partition_changes(
             return change(PartitionState.from_json(kv.value)).to_json()
 
         async with limiter:
-            with contextlib.suppress(_Gone):
+            with contextlib.suppress(_Gone, Refused):
                 await client.update(layout.partition(image.topics[topic].topic_id, index), compute, guards=guards)
 
     try:

@@ -163,3 +163,45 @@ async def test_no_broker_in_controlled_shutdown_is_elected(etcd: EtcdProcess, re
         back = await until(follower, lambda i: i.partition(*only_on_2).leader == 2)
         assert back.partition(*only_on_2).isr == (2,)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_rebalance_from_a_stale_image_skips_partitions_already_back_with_their_preferred_leader(
+    etcd: EtcdProcess, request: pytest.FixtureRequest
+) -> None:
+    """The rebalance decides on an image; a partition it would move may be back with its preferred replica by the
+    time it writes (another round, ElectLeaders): that change is skipped (ELECTION_NOT_NEEDED), the others made, and
+    the controller goes on (before, the refusal ended the controller's task)."""
+    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
+    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
+        leases = {b: await register(client, layout, b) for b in (1, 2)}
+        await create_topic(
+            client, layout, name="t", partitions=2, replication_factor=2, live_brokers=dict.fromkeys(leases)
+        )
+        follower = MetadataFollower(client, layout)
+        image = await nursery.start(follower.run)
+        topic_id = image.topics["t"].topic_id
+
+        async def set_leader(index: int, leader: int) -> None:
+            def change(kv) -> bytes:
+                state = PartitionState.from_json(kv.value)
+                return PartitionState(
+                    state.replicas, state.isr, leader, state.leader_epoch + 1, state.partition_epoch + 1
+                ).to_json()
+
+            await client.update(layout.partition(topic_id, index), change)
+
+        for index in (0, 1):  # both led by their second replica, as after a failover
+            state = image.partition("t", index)
+            await set_leader(index, state.replicas[1])
+        stale = await until(
+            follower, lambda i: all(i.partition("t", p).leader != i.partition("t", p).replicas[0] for p in (0, 1))
+        )
+        await set_leader(0, stale.partition("t", 0).replicas[0])  # partition 0 is back already
+        controller = ClusterController(
+            client, layout, follower, broker_id=1, lease_id=leases[1].id, auto_rebalance=False
+        )
+        await controller.rebalance_leaders(stale, Compare.absent(layout.shutting_down(1)))
+        now = await until(follower, lambda i: i.partition("t", 1).leader == i.partition("t", 1).replicas[0])
+        assert now.partition("t", 0).leader == now.partition("t", 0).replicas[0]
+        assert now.partition("t", 0).leader_epoch == stale.partition("t", 0).leader_epoch + 1  # written once, not twice
+        nursery.cancel_scope.cancel()
