@@ -1,6 +1,7 @@
 """The Apache Kafka peer fixture (``support.kafka_peer``) on its failure path; its success path is the test run's
 shared ``kafka_peer`` (``tests/conftest.py``: ``interop/test_differential.py`` and the bench smoke test's P1 against
-Kafka) and by hand under the Java client tests."""
+Kafka) and by hand under the Java client tests. ``support.kafka_cluster``'s properties too; the cluster itself starts
+only in ``bench/run.py`` (C1, C5), never in CI."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support.kafka_cluster import KafkaCluster, replication_properties
 from support.kafka_peer import KafkaPeer, KafkaStartError, cluster_id
 
 
@@ -26,3 +28,35 @@ def test_cluster_ids_never_start_with_a_dash() -> None:
     ids = [cluster_id() for _ in range(2000)]
     assert not [found for found in ids if found.startswith("-")]
     assert len(set(ids)) == len(ids) and all(len(found) == 22 for found in ids)
+
+
+def test_cluster_nodes_share_one_quorum_with_their_own_ids_and_replicated_internal_topics() -> None:
+    """``KafkaCluster``'s properties, without a JVM: every node lists every node's controller port as a voter, has its
+    own node.id and ports, fsyncs each append, and gives the internal topics factor 3 (``__transaction_state``'s
+    min.isr 2); ``stop()`` removes the allocated dirs."""
+    before = set(Path(tempfile.gettempdir()).glob("oncelog-kafka-peer-*"))
+    cluster = KafkaCluster(3)
+    try:
+        for node in cluster.nodes.values():
+            node.allocate()
+        props = {
+            node_id: dict(
+                line.split("=", 1) for line in node.properties(cluster.voters, replication_properties(3)).splitlines()
+            )
+            for node_id, node in cluster.nodes.items()
+        }
+    finally:
+        cluster.stop()
+    assert set(Path(tempfile.gettempdir()).glob("oncelog-kafka-peer-*")) == before
+    voters = {props[n]["controller.quorum.voters"] for n in props}
+    assert len(voters) == 1
+    assert sorted(voter.split("@")[0] for voter in voters.pop().split(",")) == ["1", "2", "3"]
+    assert [props[n]["node.id"] for n in (1, 2, 3)] == ["1", "2", "3"]
+    assert len({props[n]["listeners"] for n in props}) == 3
+    for node in props.values():
+        assert node["process.roles"] == "broker,controller"
+        assert node["log.flush.interval.messages"] == "1"
+        assert node["offsets.topic.replication.factor"] == "3"
+        assert node["transaction.state.log.replication.factor"] == "3"
+        assert node["transaction.state.log.min.isr"] == "2"
+        assert "transaction.state.log.num.partitions" not in node  # Kafka's default, 50, as oncelog's cluster
