@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from support.kafka_cluster import KafkaCluster, replication_properties
+from support.kafka_cluster import KafkaCluster
 from support.kafka_peer import KafkaPeer, KafkaStartError, cluster_id
 
 
@@ -40,10 +40,8 @@ def test_cluster_nodes_share_one_quorum_with_their_own_ids_and_replicated_intern
         for node in cluster.nodes.values():
             node.allocate()
         props = {
-            node_id: dict(
-                line.split("=", 1) for line in node.properties(cluster.voters, replication_properties(3)).splitlines()
-            )
-            for node_id, node in cluster.nodes.items()
+            node_id: dict(line.split("=", 1) for line in cluster.properties(node_id).splitlines())
+            for node_id in (1, 2, 3)
         }
     finally:
         cluster.stop()

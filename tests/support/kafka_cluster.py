@@ -64,9 +64,9 @@ class KafkaCluster:
         try:
             for node in self.nodes.values():
                 node.allocate()
-            cluster, voters, role = cluster_id(), self.voters, replication_properties(self.size)
-            for node in self.nodes.values():
-                node.format(cluster, voters, role)
+            cluster = cluster_id()
+            for node_id, node in self.nodes.items():
+                node.format(cluster, self.properties(node_id))
             for node in self.nodes.values():
                 node.spawn()
             deadline = time.monotonic() + START_DEADLINE_S
@@ -88,6 +88,11 @@ class KafkaCluster:
             self.stop()
             raise
         return self
+
+    def properties(self, node_id: int) -> str:
+        """Node ``node_id``'s ``server.properties``: the whole quorum as voters, the internal topics replicated (after
+        every node's ``allocate()``)."""
+        return self.nodes[node_id].properties(self.voters, replication_properties(self.size))
 
     def log_tails(self, limit: int = 3000) -> str:
         return "\n".join(f"--- node {node_id}:\n{node.log_tail(limit)}" for node_id, node in self.nodes.items())

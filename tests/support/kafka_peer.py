@@ -143,11 +143,11 @@ class KafkaPeer:
         self.port = free_port()
         self.controller_port = free_port()
 
-    def format(self, cluster: str, voters: str, role: Mapping[str, str]) -> None:
-        """Write ``server.properties`` and format the log dir with cluster id ``cluster`` (``kafka-storage format``);
-        ``KafkaStartError`` with the log tail when Kafka refuses. After ``allocate()``."""
+    def format(self, cluster: str, properties: str) -> None:
+        """Write ``properties`` as ``server.properties`` and format the log dir with cluster id ``cluster``
+        (``kafka-storage format``); ``KafkaStartError`` with the log tail when Kafka refuses. After ``allocate()``."""
         config = self._root() / "server.properties"
-        config.write_text(self.properties(voters, role))
+        config.write_text(properties)
         java = [kafka_jars.java(), *HEAP, "-cp", kafka_jars.classpath()]
         with self._log_path().open("ab") as log:
             formatted = subprocess.run(
@@ -184,7 +184,7 @@ class KafkaPeer:
         """Format a fresh log dir, start the broker, wait until it serves (or raise ``KafkaStartError``)."""
         self.allocate()
         try:
-            self.format(cluster_id(), self.voter, SINGLE_NODE_PROPERTIES)
+            self.format(cluster_id(), self.properties(self.voter, SINGLE_NODE_PROPERTIES))
             return self._launch()
         except BaseException:
             self.stop()
