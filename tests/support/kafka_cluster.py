@@ -7,8 +7,10 @@ defaults and oncelog's cluster (``__transaction_state`` with ``min.isr`` 2). Dur
 sets ``log.flush.interval.messages=1`` on every node, so leaders and followers fsync each append as oncelog's cluster
 brokers do before acknowledging.
 
-Guaranteed: ``start()`` returns only when every node logged its start, accepts on its PLAINTEXT port, and Metadata
-lists every broker and a controller; else it raises ``KafkaStartError`` with every node's log tail and leaves nothing.
+Each node's JVM has ``kafka_peer.HEAP`` (512 MiB). Guaranteed: ``start()`` returns only when every node logged its
+start, accepts on its PLAINTEXT port, and Metadata lists every broker and a controller; else it raises
+``KafkaStartError`` (with the failing node's log tail, or every node's when Metadata never lists them all) and leaves
+no process and no directory.
 ``stop()`` SIGKILLs every node (a benchmark's cluster is thrown away, as ``Cluster.close`` does: the last nodes'
 controlled shutdowns would wait for a quorum that is gone) and removes every log dir.
 """
