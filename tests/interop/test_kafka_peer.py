@@ -22,6 +22,17 @@ def test_a_setting_kafka_refuses_raises_with_its_message_and_leaves_nothing() ->
     assert set(Path(tempfile.gettempdir()).glob("oncelog-kafka-peer-*")) == before
 
 
+def test_a_cluster_kafka_refuses_raises_and_leaves_nothing() -> None:
+    """A setting every node refuses fails ``KafkaCluster.start`` at the first node's format: no JVM left, no dir of
+    any node (the others were allocated already)."""
+    before = set(Path(tempfile.gettempdir()).glob("oncelog-kafka-peer-*"))
+    cluster = KafkaCluster(3, settings={"node.id": "not-a-number"})
+    with pytest.raises(KafkaStartError, match="Invalid value not-a-number"):
+        cluster.start()
+    assert all(node.proc is None for node in cluster.nodes.values())
+    assert set(Path(tempfile.gettempdir()).glob("oncelog-kafka-peer-*")) == before
+
+
 def test_cluster_ids_never_start_with_a_dash() -> None:
     """``kafka-storage format -t <id>`` reads an id starting with '-' as an option and fails; Kafka's own
     Uuid.randomUuid never hands one out (one in 64 would start so: 2,000 draws all miss it by chance once in 10^13)."""
