@@ -2,7 +2,7 @@
 confluent-kafka (librdkafka):
 
 - C1: acks=all throughput of a topic with replication factor 3 against one with factor 1, same cluster, same
-  client, alternating rounds (median of each);
+  client, alternating rounds (median of each) after ``WARMUP_S`` of uncounted ones;
 - C2: failover time: from a leader's SIGKILL until an acks=all idempotent producer that keeps sending gets its next
   acknowledgement (from the new leader), over several kills;
 - C3: produce pause during a controlled shutdown (SIGTERM of the leader): the longest gap between two consecutive
@@ -10,9 +10,20 @@ confluent-kafka (librdkafka):
 - C4: transaction coordinator failover: from the SIGKILL of the broker coordinating a transactional producer's id
   until that producer (committing one small transaction after another) commits a transaction begun after the kill;
 - C5: transactional throughput (a commit every 100 ms, as P3) into a topic with replication factor 3 against one
-  with factor 1, alternating rounds (median of each).
+  with factor 1, alternating rounds (median of each) after ``WARMUP_S`` of uncounted ones.
 
 Every broker fsyncs before acknowledging (oncelog's default), followers too.
+
+C1 and C5 also run against Apache Kafka's own three-node KRaft cluster (``support.kafka_cluster.KafkaCluster``, every
+node fsyncing each append, leaders and followers: ``log.flush.interval.messages=1``) with the same client code, topic
+configs, record counts and rounds, when ``bench/run.py`` runs Kafka (not ``--no-kafka``): its ratio is the peer's
+figure beside oncelog's. Each round also records CPU microseconds per record of the servers (the brokers summed; and
+etcd for oncelog, whose role Kafka's controllers play inside its broker processes) and of this process (the client:
+the Python loop and librdkafka's threads), so that a ratio can be read against where the CPU went. The two clusters
+run one after the other, oncelog's first, never at once: on a two-core machine the rounds are CPU-bound, and an idle
+cluster's background work (a fresh JVM's compiler, KRaft's fetches and heartbeats) would be charged to the other's
+rounds; each ratio comes from alternating rounds within one cluster, so drift between the two blocks moves their
+rec/s more than their ratios.
 """
 
 from __future__ import annotations
@@ -24,15 +35,18 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 from oncelog.protocol.internal.java_hash import partition_for_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.cluster import Cluster
+from support.kafka_cluster import KafkaCluster
 
 VALUE = b"x" * 100
 #: One record every this many seconds while C2 and C3 watch for the pause.
@@ -44,15 +58,66 @@ TXN_STATE = "__transaction_state"
 TXN_STATE_PARTITIONS = 50
 
 
+class RoundCluster(Protocol):
+    """What C1 and C5 need of a cluster: oncelog's ``Cluster`` and Kafka's ``KafkaCluster`` both serve."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    def admin(self) -> AdminClient: ...
+
+    def wait_for(
+        self, condition: Callable[[ClusterMetadata], bool], what: str, timeout_s: float = 30.0
+    ) -> ClusterMetadata: ...
+
+    def cpu_seconds(self) -> dict[str, float]: ...
+
+
+#: C1 and C5 time rounds only after alternating uncounted ones for this long, on either cluster: a fresh JVM compiles
+#: its hot paths under load for seconds (Kafka's first C1 round of 50,000 records ran at 40% of the rate of its third;
+#: after 10 s of warm-up its C5 rounds still sped up by a third), and the first transactional round also creates
+#: ``__transaction_state`` (50 partitions at factor 3).
+WARMUP_S = 20.0
+#: The part of the CPU spent by this process (the client) in a round's ``cpu_us_per_record``.
+CLIENT = "client"
+
+
 @dataclass
 class ThroughputResult:
     records: int
+    #: "oncelog" or "Kafka <version>"
+    system: str = "oncelog"
     rf1_records_per_s: list[float] = field(default_factory=list)
     rf3_records_per_s: list[float] = field(default_factory=list)
+    #: Per round, CPU microseconds per record of each part: "brokers" (summed), "etcd" (oncelog's), "client" (this
+    #: process: from the producer's creation to its last acknowledgement or commit).
+    rf1_cpu_us_per_record: list[dict[str, float]] = field(default_factory=list)
+    rf3_cpu_us_per_record: list[dict[str, float]] = field(default_factory=list)
+    #: The uncounted rounds first (factor 1, factor 3, ...), records/s.
+    warmup_records_per_s: list[float] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
         return statistics.median(self.rf3_records_per_s) / statistics.median(self.rf1_records_per_s)
+
+    @property
+    def rf1(self) -> float:
+        """Median records/s at replication factor 1."""
+        return statistics.median(self.rf1_records_per_s)
+
+    @property
+    def rf3(self) -> float:
+        """Median records/s at replication factor 3."""
+        return statistics.median(self.rf3_records_per_s)
+
+    def cpu_us(self, factor: int, part: str) -> float:
+        """Median over the rounds of ``part``'s CPU microseconds per record at replication ``factor`` (1 or 3)."""
+        rounds = self.rf3_cpu_us_per_record if factor == 3 else self.rf1_cpu_us_per_record
+        return statistics.median(cpu[part] for cpu in rounds)
+
+    def summary(self) -> dict[str, object]:
+        """Every field and the ratio, for the JSON details."""
+        return {**asdict(self), "ratio": self.ratio}
 
 
 @dataclass
@@ -75,7 +140,7 @@ class PauseResult:
         return max(self.seconds)
 
 
-def _create(cluster: Cluster, name: str, partitions: int, factor: int) -> None:
+def _create(cluster: RoundCluster, name: str, partitions: int, factor: int) -> None:
     admin = cluster.admin()
     topic = NewTopic(name, num_partitions=partitions, replication_factor=factor, config={"min.insync.replicas": "1"})
     admin.create_topics([topic])[name].result(timeout=60)
@@ -107,21 +172,60 @@ def _produce_timed(bootstrap: str, topic: str, records: int) -> float:
     return records / (time.perf_counter() - started)
 
 
-def _rf3_vs_rf1(records: int, rounds: int, timed: Callable[[str, str, int], float], prefix: str) -> ThroughputResult:
-    """``timed(bootstrap, topic, records)`` (records/s) alternating between a factor-1 and a factor-3 topic."""
-    result = ThroughputResult(records)
-    with Cluster(3) as cluster:
-        _create(cluster, f"{prefix}rf1", 3, 1)
-        _create(cluster, f"{prefix}rf3", 3, 3)
+def _timed_round(
+    cluster: RoundCluster, timed: Callable[[str, str, int], float], topic: str, records: int
+) -> tuple[float, dict[str, float]]:
+    """One round: records/s and CPU microseconds per record of each server part and of this process (``CLIENT``)."""
+    servers, client = cluster.cpu_seconds(), time.process_time()
+    rate = timed(cluster.bootstrap, topic, records)
+    client = time.process_time() - client
+    cpu = {part: (used - servers[part]) * 1e6 / records for part, used in cluster.cpu_seconds().items()}
+    return rate, {**cpu, CLIENT: client * 1e6 / records}
+
+
+def _rf3_vs_rf1(
+    records: int,
+    rounds: int,
+    timed: Callable[[str, str, int], float],
+    prefix: str,
+    cluster: Callable[[], AbstractContextManager[RoundCluster]],
+    system: str,
+) -> ThroughputResult:
+    """``timed(bootstrap, topic, records)`` (records/s) alternating between a factor-1 and a factor-3 topic, after
+    uncounted alternating rounds for at least ``WARMUP_S``."""
+    result = ThroughputResult(records, system)
+    with cluster() as brokers:
+        _create(brokers, f"{prefix}rf1", 3, 1)
+        _create(brokers, f"{prefix}rf3", 3, 3)
+        warm_until = time.monotonic() + WARMUP_S
+        while time.monotonic() < warm_until:
+            for topic in (f"{prefix}rf1", f"{prefix}rf3"):
+                result.warmup_records_per_s.append(timed(brokers.bootstrap, topic, records))
         for _ in range(rounds):
-            result.rf1_records_per_s.append(timed(cluster.bootstrap, f"{prefix}rf1", records))
-            result.rf3_records_per_s.append(timed(cluster.bootstrap, f"{prefix}rf3", records))
+            for topic, rates, cpus in (
+                (f"{prefix}rf1", result.rf1_records_per_s, result.rf1_cpu_us_per_record),
+                (f"{prefix}rf3", result.rf3_records_per_s, result.rf3_cpu_us_per_record),
+            ):
+                rate, cpu = _timed_round(brokers, timed, topic, records)
+                rates.append(rate)
+                cpus.append(cpu)
     return result
 
 
-def throughput(records: int, rounds: int) -> ThroughputResult:
-    """C1: acks=all records/s, replication factor 3 vs 1."""
-    return _rf3_vs_rf1(records, rounds, _produce_timed, "")
+def _oncelog_cluster() -> Cluster:
+    return Cluster(3)
+
+
+def _kafka_cluster() -> KafkaCluster:
+    return KafkaCluster(3, fsync=True)
+
+
+def throughput(records: int, rounds: int, *, kafka: str | None = None) -> ThroughputResult:
+    """C1: acks=all records/s, replication factor 3 vs 1; of Apache Kafka's cluster when ``kafka`` (its name for
+    reports, e.g. "Kafka 4.1.1"), else of oncelog's."""
+    if kafka is not None:
+        return _rf3_vs_rf1(records, rounds, _produce_timed, "", _kafka_cluster, kafka)
+    return _rf3_vs_rf1(records, rounds, _produce_timed, "", _oncelog_cluster, "oncelog")
 
 
 def _wait_growth(items: list[tuple[float, float]], count: int, timeout_s: float, failure: str) -> None:
@@ -251,9 +355,12 @@ def _transactional_timed(bootstrap: str, topic: str, records: int) -> float:
     return records / (time.perf_counter() - started)
 
 
-def transactional_throughput(records: int, rounds: int) -> ThroughputResult:
-    """C5: transactional records/s, replication factor 3 vs 1 (``__transaction_state`` has factor 3 in both)."""
-    return _rf3_vs_rf1(records, rounds, _transactional_timed, "txn-")
+def transactional_throughput(records: int, rounds: int, *, kafka: str | None = None) -> ThroughputResult:
+    """C5: transactional records/s, replication factor 3 vs 1 (``__transaction_state`` has factor 3 in both); of
+    Apache Kafka's cluster when ``kafka`` (its name for reports), else of oncelog's."""
+    if kafka is not None:
+        return _rf3_vs_rf1(records, rounds, _transactional_timed, "txn-", _kafka_cluster, kafka)
+    return _rf3_vs_rf1(records, rounds, _transactional_timed, "txn-", _oncelog_cluster, "oncelog")
 
 
 @dataclass

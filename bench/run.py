@@ -5,7 +5,9 @@ S1, the Spark pipeline (issue 27, ``bench/spark_bench.py``: batch read and exact
 Apache Kafka itself (issue 30: ``tests/support/kafka_peer.py``, a single-node KRaft broker from the jars
 ``java/pom.xml`` pins, fetched with Maven when missing) runs beside the mock in P1-P7 and P9 with the same
 client in the same run and the same durability as the oncelog figure it is compared with (fsync per append:
-``log.flush.interval.messages=1``; page cache: Kafka's default); ``--no-kafka`` leaves it out.
+``log.flush.interval.messages=1``; page cache: Kafka's default), and as a three-node KRaft cluster
+(``tests/support/kafka_cluster.py``, every node fsyncing each append) beside oncelog's cluster in C1 and C5, after
+oncelog's rounds; ``--no-kafka`` leaves it out.
 
 Starts its own brokers (subprocesses on free 127.0.0.1 ports, temporary data dirs) and librdkafka's in-process mock
 cluster, and prints one table: every figure with its goal, met/MISS, and the peer or machine limit measured in the
@@ -124,7 +126,7 @@ class Run:
     disk: machine.DiskFigures | None = None
     loopback_mb_s: float | None = None
     runtime: runtime.RuntimeFigures | None = None
-    kafka: bool = True  # Apache Kafka beside the mock in P1-P7 and P9 (issue 30)
+    kafka: bool = True  # Apache Kafka beside the mock in P1-P7 and P9 (issue 30), its cluster beside C1 and C5
     kafka_bootstrap: str | None = None  # P1's Kafka, already running (fsync per append); else P1 starts one
 
     def add_details(self, bench: str, **more: object) -> dict[str, object]:
@@ -841,19 +843,41 @@ def bench_p9(r: Run) -> None:
         )
 
 
-def bench_c1(r: Run) -> None:
-    res = cluster_bench.throughput(r.sizes.c1_records, r.sizes.rounds)
-    r.details["C1"] = {**asdict(res), "ratio": res.ratio}
-    rf1, rf3 = statistics.median(res.rf1_records_per_s), statistics.median(res.rf3_records_per_s)
-    r.add(
-        Line(
-            "C1",
-            "acks=all rec/s, replication factor 3 / 1",
-            res.ratio,
-            ".3f",
-            f"{rf3:,.0f} vs {rf1:,.0f} rec/s, 3 brokers, every replica fsyncs",
-            "C1_rf3_vs_rf1_acks_all",
+def _rf3_vs_rf1_lines(
+    r: Run, bench: str, label: str, key: str, what: str, measure: Callable[[str | None], cluster_bench.ThroughputResult]
+) -> None:
+    """C1 and C5: ``measure(None)`` on oncelog's cluster, then ``measure(name)`` on Apache Kafka's (unless
+    ``--no-kafka``); the ratio line with Kafka's beside it, and a line of where the CPU went in both."""
+    ours = measure(None)
+    kafka = measure(f"Kafka {kafka_jars.kafka_version()}") if r.kafka else None
+    r.details[bench] = {**ours.summary(), "kafka": kafka.summary() if kafka else None}
+    beside = f"oncelog {ours.rf3:,.0f} vs {ours.rf1:,.0f} rec/s, {what}"
+    if kafka is not None:
+        beside += f"; {kafka.system}: {kafka.ratio:.3f} ({kafka.rf3:,.0f} vs {kafka.rf1:,.0f} rec/s)"
+    r.add(Line(bench, label, ours.ratio, ".3f", beside, key))
+    for res in [ours] if kafka is None else [ours, kafka]:
+        # (factor 3 vs factor 1) of every part but the brokers, whose factor-3 figure is the line's value
+        others = [part for part in res.rf3_cpu_us_per_record[0] if part != "brokers"]
+        beside = "; ".join(f"{part} {res.cpu_us(3, part):.2f} vs {res.cpu_us(1, part):.2f}" for part in others)
+        r.add(
+            Line(
+                bench,
+                f"{res.system}: brokers' CPU us/record, factor 3",
+                res.cpu_us(3, "brokers"),
+                ".2f",
+                f"factor 1 {res.cpu_us(1, 'brokers'):.2f}; {beside}",
+            )
         )
+
+
+def bench_c1(r: Run) -> None:
+    _rf3_vs_rf1_lines(
+        r,
+        "C1",
+        "acks=all rec/s, replication factor 3 / 1",
+        "C1_rf3_vs_rf1_acks_all",
+        "3 brokers, every replica fsyncs",
+        lambda kafka: cluster_bench.throughput(r.sizes.c1_records, r.sizes.rounds, kafka=kafka),
     )
 
 
@@ -905,18 +929,13 @@ def bench_c4(r: Run) -> None:
 
 
 def bench_c5(r: Run) -> None:
-    res = cluster_bench.transactional_throughput(r.sizes.c5_records, r.sizes.rounds)
-    r.details["C5"] = {**asdict(res), "ratio": res.ratio}
-    rf1, rf3 = statistics.median(res.rf1_records_per_s), statistics.median(res.rf3_records_per_s)
-    r.add(
-        Line(
-            "C5",
-            "transactional rec/s, replication factor 3 / 1",
-            res.ratio,
-            ".3f",
-            f"{rf3:,.0f} vs {rf1:,.0f} rec/s, a commit every 100 ms",
-            "C5_txn_rf3_vs_rf1",
-        )
+    _rf3_vs_rf1_lines(
+        r,
+        "C5",
+        "transactional rec/s, replication factor 3 / 1",
+        "C5_txn_rf3_vs_rf1",
+        "a commit every 100 ms",
+        lambda kafka: cluster_bench.transactional_throughput(r.sizes.c5_records, r.sizes.rounds, kafka=kafka),
     )
 
 
@@ -972,7 +991,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
     parser.add_argument("--profile", type=Path, help="attach py-spy to every broker; raw profiles go here")
-    parser.add_argument("--no-kafka", dest="kafka", action="store_false", help="leave Apache Kafka out of P1-P7 and P9")
+    parser.add_argument(
+        "--no-kafka", dest="kafka", action="store_false", help="leave Apache Kafka out of P1-P7, P9, C1 and C5"
+    )
     parser.add_argument(
         "--kafka-bootstrap",
         help="HOST:PORT of a running Apache Kafka that fsyncs every append, for P1 (else it starts one)",
@@ -991,7 +1012,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:
         n = args.records
         sizes = Sizes(**{**asdict(sizes), "p1_records": n, "p3_records": n, "p6_records": n, "p9_records": n})
-    run = Run(sizes, kafka=args.kafka and bool({"P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9"} & set(args.only)))
+    with_kafka = {"P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "C1", "C5"}
+    run = Run(sizes, kafka=args.kafka and bool(with_kafka & set(args.only)))
     if run.kafka:
         run.kafka_bootstrap = args.kafka_bootstrap
     if run.kafka:

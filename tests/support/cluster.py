@@ -11,7 +11,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from support.broker import BrokerProcess
+from support.broker import BrokerProcess, process_cpu_seconds
 from support.etcd import EtcdProcess
 
 #: Cluster tests use a short session so a killed broker leaves the cluster quickly (whole seconds: etcd leases).
@@ -59,17 +59,14 @@ class Cluster:
         self, condition: Callable[[ClusterMetadata], bool], what: str, timeout_s: float = 30.0, via: int | None = None
     ) -> ClusterMetadata:
         """Poll Metadata until ``condition`` holds; AssertionError naming ``what`` after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        last: ClusterMetadata | None = None
-        while time.monotonic() < deadline:
-            try:
-                last = self.metadata(via)
-                if condition(last):
-                    return last
-            except Exception:  # a broker between lives; ask again
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}; last metadata: {_describe(last)}")
+        return wait_for_metadata(lambda: self.metadata(via), condition, what, timeout_s)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds used so far: ``brokers`` (summed over the running brokers and their fsync helpers) and ``etcd``
+        (the metadata store, the part Kafka's KRaft controllers play inside its broker processes)."""
+        brokers = sum(b.cpu_seconds() for b in self.brokers.values() if b.proc is not None and b.proc.poll() is None)
+        assert self.etcd.proc is not None, "not started"
+        return {"brokers": brokers, "etcd": process_cpu_seconds(self.etcd.proc.pid)}
 
     def close(self) -> None:
         """SIGKILL every broker (and wait until it is gone), stop etcd, delete every data dir. A test's cluster is
@@ -88,6 +85,24 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def wait_for_metadata(
+    metadata: Callable[[], ClusterMetadata], condition: Callable[[ClusterMetadata], bool], what: str, timeout_s: float
+) -> ClusterMetadata:
+    """Call ``metadata()`` every 0.2 s until ``condition`` holds of its answer (an exception counts as not yet: a
+    broker between lives); AssertionError naming ``what`` and the last answer after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last: ClusterMetadata | None = None
+    while time.monotonic() < deadline:
+        try:
+            last = metadata()
+            if condition(last):
+                return last
+        except Exception:  # a broker between lives; ask again
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; last metadata: {_describe(last)}")
 
 
 def _describe(metadata: ClusterMetadata | None) -> str:
