@@ -1,8 +1,9 @@
 """FindCoordinator (10): the coordinator of a group (key_type 0) or transactional id (key_type 1) is the leader of
 the key's partition of ``__consumer_offsets`` / ``__transaction_state`` (on a single node: this node).
 
-Like Kafka, the internal topic behind the coordinator is created on the first lookup; a partition without a leader
-answers COORDINATOR_NOT_AVAILABLE (retriable). v4+ looks up several keys at once.
+Like Kafka, the internal topic behind the coordinator is created on the first lookup; a partition without a leader,
+or a topic that cannot be created yet (fewer live brokers than its replication factor), answers
+COORDINATOR_NOT_AVAILABLE (retriable). v4+ looks up several keys at once.
 """
 
 from __future__ import annotations
@@ -29,13 +30,18 @@ async def _lookup(broker: Broker, key: str, key_type: int, listener: str | None)
         if not key:
             entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Transactional id must not be empty")
             return entry
-        await broker.transactions.state_log.ensure_topic()
+        ensure = broker.transactions.state_log.ensure_topic
         partition = (TRANSACTION_STATE_TOPIC, broker.transactions.state_log.partition_for(key))
     elif key_type == GROUP:
-        await broker.ensure_offsets_topic()
+        ensure = broker.ensure_offsets_topic
         partition = (CONSUMER_OFFSETS_TOPIC, broker.groups.group_log.partition_for(key))
     else:
         entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unknown coordinator type {key_type}")
+        return entry
+    try:
+        await ensure()
+    except OSError as exc:  # not creatable now (fewer live brokers than its replication factor, etcd away)
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(exc))
         return entry
     state = broker.cluster.partition(*partition)
     leader = next((b for b in broker.cluster.brokers(listener) if state and b.node_id == state.leader), None)

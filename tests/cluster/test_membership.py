@@ -256,15 +256,35 @@ def test_cluster_and_topic_describe_show_replicas_isr_and_lost_brokers(cluster: 
     ] * 2
     assert all(sorted(b.node_id for b in answer.brokers) == [1, 2] for answer in answers)
 
+    # Likewise a coordinator whose internal topic (factor 3) cannot be created over two live brokers: FindCoordinator
+    # answers COORDINATOR_NOT_AVAILABLE, as Kafka does until the cluster is large enough (it used to drop the
+    # connection). A coordinator whose topic exists already is found, or not available while its leader moves.
+    existing = cluster.metadata(via=1).topics
+    for key_type, topic in ((0, "__consumer_offsets"), (1, "__transaction_state")):
+        found = anyio.run(_find_coordinator_twice, cluster.brokers[1].port, key_type)
+        codes = {entry.error_code for answer in found for entry in answer.coordinators}
+        if topic in existing:
+            assert codes <= {ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE}, (topic, codes)
+        else:
+            assert codes == {ErrorCode.COORDINATOR_NOT_AVAILABLE}, (topic, codes)
+
 
 async def _metadata_twice(port: int, topic: str) -> list:
     """Two Metadata requests for ``topic`` on one connection."""
+    return await _twice(port, ApiKey.METADATA, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+
+
+async def _find_coordinator_twice(port: int, key_type: int) -> list:
+    """Two FindCoordinator (v4) requests for one key of ``key_type`` on one connection."""
+    return await _twice(port, ApiKey.FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": ["k"]})
+
+
+async def _twice(port: int, api_key: ApiKey, version: int, body: dict) -> list:
     async with anyio.create_task_group() as tg:
         connection = BrokerConnection("127.0.0.1", port)
         await connection.open(tg)
         try:
-            body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
-            return [await connection.request(ApiKey.METADATA, body, version=9) for _ in range(2)]
+            return [await connection.request(api_key, body, version=version) for _ in range(2)]
         finally:
             await connection.aclose()
 
