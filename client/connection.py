@@ -17,8 +17,8 @@ from typing import Any
 
 import anyio
 from anyio.abc import SocketStream, TaskGroup
-from anyio.streams.buffered import BufferedByteReceiveStream
 from oncelog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from oncelog.client.framing import FrameReceiver, FrameSizeError
 from oncelog.client.sasl import SaslSettings, authenticate
 from oncelog.client.versions import CLIENT_VERSIONS, negotiate, pick
 from oncelog.protocol import ApiKey, DecodeError, ErrorCode, decode_response, encode_request
@@ -230,13 +230,15 @@ class BrokerConnection:
             self._reader_scope = scope
             task_status.started()
             assert self._stream is not None
-            receiver = BufferedByteReceiveStream(self._stream)
+            receiver = FrameReceiver(self._stream, MAX_RESPONSE_BYTES)
             try:
                 while True:
-                    (size,) = _SIZE.unpack(await receiver.receive_exactly(4))
-                    if size < 4 or size > MAX_RESPONSE_BYTES:
-                        raise KafkaConnectionError(f"{self!r}: bad response size {size}")
-                    frame = await receiver.receive_exactly(size)
+                    try:
+                        frame = await receiver.next()
+                    except FrameSizeError as exc:
+                        raise KafkaConnectionError(f"{self!r}: bad response size: {exc}") from None
+                    if len(frame) < _SIZE.size:
+                        raise KafkaConnectionError(f"{self!r}: bad response size {len(frame)}")
                     if not self._pending:
                         raise KafkaConnectionError(f"{self!r}: response without a request")
                     pending = self._pending[0]
