@@ -58,6 +58,9 @@ MIN_ZSTD_VERSION = 10
 MAX_WAIT_CAP_MS = 60_000
 
 
+#: A parked fetch watches for its client going away only when it would wait longer than this: a shorter one (a
+#: follower's, at ``replica.fetch.wait.max.ms`` 500) ends by itself about as soon, without a task started per park.
+WATCH_DISCONNECT_AFTER_S = 1.0
 #: Partitions read between two checkpoints of a Fetch, so one listing many partitions does not hold the loop.
 PARTITIONS_PER_CHECKPOINT = 256
 #: Kafka's FetchRequest.CONSUMER_REPLICA_ID: a consumer's fetch (a follower's carries its broker id, >= 0).
@@ -391,19 +394,25 @@ async def _park(
     A consumer's fetch is woken only once its partitions' high watermark advances may have made them visible
     (``broker.fetch_wait``), so a produce costs it an addition; a follower's at every append. Either then looks
     at the batch positions of its distinct partitions, not a read. A client gone away cancels its parked fetch
-    with its connection."""
+    with its connection when the fetch would wait longer than ``WATCH_DISCONNECT_AFTER_S``."""
     starts: dict[tuple[int, int], int] = {}
+    follower = replica_id(request) >= 0
+    committed = request.body.isolation_level == READ_COMMITTED
+
+    async def until_visible() -> None:
+        while (visible := _visible_bytes(broker, request, wanted, starts)) < request.body.min_bytes:
+            waiter = FetchWaiter(request.body.min_bytes - visible, committed=committed)
+            broker.replicas.watch(watched, waiter, replica=follower)
+            try:
+                await waiter.event.wait()
+            finally:
+                broker.replicas.unwatch(watched, waiter, replica=follower)
+
     with trio.move_on_at(deadline):
+        if request.watch_disconnect is None or deadline - trio.current_time() <= WATCH_DISCONNECT_AFTER_S:
+            await until_visible()
+            return
         async with trio.open_nursery() as nursery:
-            if request.watch_disconnect is not None:
-                nursery.start_soon(request.watch_disconnect)
-            follower = replica_id(request) >= 0
-            committed = request.body.isolation_level == READ_COMMITTED
-            while (visible := _visible_bytes(broker, request, wanted, starts)) < request.body.min_bytes:
-                waiter = FetchWaiter(request.body.min_bytes - visible, committed=committed)
-                broker.replicas.watch(watched, waiter, replica=follower)
-                try:
-                    await waiter.event.wait()
-                finally:
-                    broker.replicas.unwatch(watched, waiter, replica=follower)
+            nursery.start_soon(request.watch_disconnect)
+            await until_visible()
             nursery.cancel_scope.cancel()
