@@ -62,7 +62,6 @@ def python_halves(bootstrap: str, topic: str) -> dict[str, float]:
     from oncelog.pipeline.offsets import OffsetRange
     from oncelog.pipeline.options import SinkOptions, SourceOptions
     from oncelog.pipeline.range_reader import read_range
-    from oncelog.pipeline.spark import _ensure_marker_topic
     from oncelog.pipeline.txn_task import write_task
 
     source = SourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False)
@@ -76,7 +75,6 @@ def python_halves(bootstrap: str, topic: str) -> dict[str, float]:
     with Admin(bootstrap) as admin:
         admin.create_topic("bench-halves", 1)
     sink = SinkOptions.parse({"kafka.bootstrap.servers": bootstrap, "topic": "bench-halves"}, streaming=False)
-    _ensure_marker_topic(sink)
     cpu_rates: dict[str, float] = {}
     for label, run in (
         ("read_range", read),
