@@ -5,7 +5,9 @@
 Starts its own broker (free 127.0.0.1 port, temporary data dir), fills a topic, then measures
 (1) a batch read of the whole topic (rows/s), twice: the first full read of the session (the JVM still compiles its
 Arrow-to-row code) and the second, the figure the goal is for; and (2) a Structured Streaming copy with
-Trigger.AvailableNow into another topic with exactly-once writes (records/s of the whole query, its start included).
+Trigger.AvailableNow into another topic with exactly-once writes (records/s of the whole query, its start included;
+the goal's figure is the session's first query, which also pays for the Python daemons Spark starts to plan the write
+and to commit; the same copy as a second query of the session is printed beside it, labelled).
 Before Spark starts it times the Python halves alone, in this process: ``read_range`` of one partition and
 ``write_task`` of the same rows (records/s by wall clock and by this process's CPU time, which stays meaningful
 on a loaded machine), so a slow figure can be laid on the Python side or on Spark's.
@@ -62,7 +64,6 @@ def python_halves(bootstrap: str, topic: str) -> dict[str, float]:
     from oncelog.pipeline.offsets import OffsetRange
     from oncelog.pipeline.options import SinkOptions, SourceOptions
     from oncelog.pipeline.range_reader import read_range
-    from oncelog.pipeline.spark import _ensure_marker_topic
     from oncelog.pipeline.txn_task import write_task
 
     source = SourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False)
@@ -76,7 +77,6 @@ def python_halves(bootstrap: str, topic: str) -> dict[str, float]:
     with Admin(bootstrap) as admin:
         admin.create_topic("bench-halves", 1)
     sink = SinkOptions.parse({"kafka.bootstrap.servers": bootstrap, "topic": "bench-halves"}, streaming=False)
-    _ensure_marker_topic(sink)
     cpu_rates: dict[str, float] = {}
     for label, run in (
         ("read_range", read),
@@ -88,6 +88,15 @@ def python_halves(bootstrap: str, topic: str) -> dict[str, float]:
         print(f"python {label}: {n:,} records, {n / wall:,.0f} rec/s wall, {n / cpu:,.0f} rec/s of this process's CPU")
         cpu_rates[label] = n / cpu
     return cpu_rates
+
+
+def bytecode_cached(module: str) -> bool:
+    """Whether ``module`` loads from cached bytecode (its ``__pycache__`` file exists): without it, every Python
+    process Spark starts compiles it from source again (``PYTHONDONTWRITEBYTECODE`` keeps it from being written;
+    pip compiles an install's bytecode, ``uv sync`` only with ``--compile-bytecode``)."""
+    spec = importlib.util.find_spec(module)
+    origin = spec.origin if spec is not None else None
+    return origin is not None and os.path.exists(importlib.util.cache_from_source(origin))
 
 
 def cpu_of(pids: list[int]) -> float:
@@ -127,9 +136,10 @@ def tree_cpu(pid: int) -> float:
 
 def stage_split(path: str, since: float, until: float) -> dict[str, float]:
     """Where one Spark job's wall time went, from the data source's stage log (``pipeline.stage_log``): ``startup``
-    (job start to the first task's read), ``read`` and ``write`` (first start to last end of the tasks' stages; a
-    write task pulls its input from the read, so the two overlap), ``commit`` (the driver's), and ``tail`` (the last
-    stage's end to the job's end), in seconds."""
+    (job start to the first task's read), ``source_ready`` (job start to the source's first offset call: Spark has
+    started the source's Python process) and ``driver_cpu`` (that process's offset calls), ``read`` and ``write``
+    (first start to last end of the tasks' stages; a write task pulls its input from the read, so the two overlap),
+    ``commit`` (the driver's), and ``tail`` (the last stage's end to the job's end), in seconds."""
     try:
         with open(path) as f:
             logged = [json.loads(line) for line in f if line.strip()]
@@ -140,6 +150,10 @@ def stage_split(path: str, since: float, until: float) -> dict[str, float]:
     first = min((s["start"] for s in stages if s["stage"] in ("read", "write")), default=None)
     if first is not None:
         out["startup"] = first - since
+    driver = [s for s in stages if s["stage"] == "driver"]
+    if driver:  # the source's offset calls at the query's start
+        out["source_ready"] = min(s["start"] for s in driver) - since
+        out["driver_cpu"] = sum(s["cpu"] for s in driver)
     for name in ("read", "write", "commit"):
         mine = [s for s in stages if s["stage"] == name]
         if mine:
@@ -162,6 +176,7 @@ class SparkFigures:
     read_range_cpu_rec_s: float
     write_task_cpu_rec_s: float
     read_cold_rec_s: float = 0.0  # the first full read of the session (JVM not yet compiled)
+    copy_warm_rec_s: float = 0.0  # the same copy as the session's second streaming query (not the goal's figure)
 
 
 def measure(records: int, partitions: int) -> SparkFigures:
@@ -173,6 +188,8 @@ def measure(records: int, partitions: int) -> SparkFigures:
     from oncelog.pipeline.spark import OncelogDataSource
     from pyspark.sql import SparkSession
 
+    cached = {m: bytecode_cached(m) for m in ("anyio._backends._asyncio", "pyarrow.compute", "oncelog.client.admin")}
+    print(f"bytecode cached: {cached}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}")
     with tempfile.TemporaryDirectory() as tmp, BrokerProcess(Path(tmp) / "data") as broker:
         stage_log = os.path.join(tmp, "stages.jsonl")
         os.environ["ONCELOG_SPARK_STAGE_LOG"] = (
@@ -223,41 +240,50 @@ def measure(records: int, partitions: int) -> SparkFigures:
         cold_rate = timed_read("batch read, first in the session (cold JVM)")
         read_rate = timed_read("batch read")
 
-        with Admin(bs) as admin:
-            admin.create_topic("bench-out", partitions)
-        jvm_cpu, broker_cpu, spark_cpu = cpu_of(cpu_pids[:-1]), cpu_of(cpu_pids[-1:]), tree_cpu(cpu_pids[0])
-        t0, since = time.perf_counter(), time.time()
-        q = (
-            spark.readStream.format("oncelog")
-            .option("kafka.bootstrap.servers", bs)
-            .option("subscribe", "bench-in")
-            .option("startingOffsets", "earliest")
-            .load()
-            .select("key", "value")
-            .writeStream.format("oncelog")
-            .option("kafka.bootstrap.servers", bs)
-            .option("topic", "bench-out")
-            .option("checkpointLocation", os.path.join(tmp, "ck"))
-            .trigger(availableNow=True)
-            .start()
+        def timed_copy(label: str, out: str) -> float:
+            """One Trigger.AvailableNow exactly-once copy of the whole input into the new topic ``out``."""
+            with Admin(bs) as admin:
+                admin.create_topic(out, partitions)
+            jvm_cpu, broker_cpu, spark_cpu = cpu_of(cpu_pids[:-1]), cpu_of(cpu_pids[-1:]), tree_cpu(cpu_pids[0])
+            t0, since = time.perf_counter(), time.time()
+            q = (
+                spark.readStream.format("oncelog")
+                .option("kafka.bootstrap.servers", bs)
+                .option("subscribe", "bench-in")
+                .option("startingOffsets", "earliest")
+                .load()
+                .select("key", "value")
+                .writeStream.format("oncelog")
+                .option("kafka.bootstrap.servers", bs)
+                .option("topic", out)
+                .option("checkpointLocation", os.path.join(tmp, f"ck-{out}"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            q.awaitTermination()
+            dt = time.perf_counter() - t0
+            copy_split = stage_split(stage_log, since, time.time())
+            data_s = copy_split.get("write_end", 0) - copy_split.get("startup", 0)
+            copy_split["jvm_cpu"] = round(cpu_of(cpu_pids[:-1]) - jvm_cpu, 2)
+            copy_split["broker_cpu"] = round(cpu_of(cpu_pids[-1:]) - broker_cpu, 2)
+            copy_split["spark_cpu"] = round(tree_cpu(cpu_pids[0]) - spark_cpu, 2)
+            rate = records / dt
+            print(f"{label}: {records:,} records in {dt:.2f} s = {rate:,.0f} rec/s")
+            print(f"  stages (s): {copy_split}")
+            print(f"  Spark's durationMs per batch: {[p['durationMs'] for p in q.recentProgress]}")
+            if data_s > 0:
+                print(f"  from the first task's read to the last write: {records / data_s:,.0f} rec/s")
+            return rate
+
+        rate = timed_copy("exactly-once streaming copy (the session's first query)", "bench-out")
+        print(f"  goal >= {GOAL_COPY:,}: {'met' if rate >= GOAL_COPY else 'MISS'} (judged on this figure)")
+        # Not the goal's figure: the same copy as a second query of the session, whose Python daemons and workers
+        # (write planning, commit, read and write tasks) Spark keeps from the first, as a long-running session has.
+        warm = timed_copy(
+            "  for comparison, the same copy again in the warm session (not the goal's figure)", "bench-out-2"
         )
-        q.awaitTermination()
-        dt = time.perf_counter() - t0
-        copy_split = stage_split(stage_log, since, time.time())
-        data_s = copy_split.get("write_end", 0) - copy_split.get("startup", 0)
-        copy_split["jvm_cpu"] = round(cpu_of(cpu_pids[:-1]) - jvm_cpu, 2)
-        copy_split["broker_cpu"] = round(cpu_of(cpu_pids[-1:]) - broker_cpu, 2)
-        copy_split["spark_cpu"] = round(tree_cpu(cpu_pids[0]) - spark_cpu, 2)
-        rate = records / dt
-        print(
-            f"exactly-once streaming copy: {records:,} records in {dt:.2f} s = {rate:,.0f} rec/s "
-            f"(goal >= {GOAL_COPY:,}: {'met' if rate >= GOAL_COPY else 'MISS'})"
-        )
-        print(f"  stages (s): {copy_split}")
-        if data_s > 0:
-            print(f"  from the first task's read to the last write: {records / data_s:,.0f} rec/s")
         spark.stop()
-    return SparkFigures(records, read_rate, rate, halves["read_range"], halves["write_task"], cold_rate)
+    return SparkFigures(records, read_rate, rate, halves["read_range"], halves["write_task"], cold_rate, warm)
 
 
 def main() -> int:

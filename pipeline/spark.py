@@ -17,16 +17,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
-from oncelog.client import Admin, KafkaError
-from oncelog.pipeline import offsets as off
 from oncelog.pipeline.options import SinkOptions, SourceOptions
 from oncelog.pipeline.stage_log import stage
-from oncelog.pipeline.txn_end import TaskCommit, end_transactions, fence_dangling
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
@@ -40,8 +37,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-if TYPE_CHECKING:  # the executor halves import pyarrow (and numpy) when they run: the driver's Python processes
-    import pyarrow as pa  # (planning, commits) then start without them
+if TYPE_CHECKING:  # Spark starts a fresh Python process to plan a write, another for each batch's commit and one
+    # per query for the source: each imports only what its own call needs (the client for offsets and commits, never
+    # pyarrow or numpy, which the executor halves import when they run).
+    import pyarrow as pa
+    from oncelog.pipeline import offsets as off
+    from oncelog.pipeline.txn_end import TaskCommit
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets on every micro-batch job
 
@@ -51,11 +52,28 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 def _ranges(start: off.Offsets, end: off.Offsets) -> list[InputPartition]:
     """One input partition (value: an OffsetRange) per topic-partition with offsets in [start, end)."""
+    from oncelog.pipeline.offsets import OffsetRange
+
     return [
-        InputPartition(off.OffsetRange(tp.topic, tp.partition, start.get(tp, end[tp]), end[tp]))
+        InputPartition(OffsetRange(tp.topic, tp.partition, start.get(tp, end[tp]), end[tp]))
         for tp in sorted(end)
         if end[tp] > start.get(tp, end[tp])
     ]
+
+
+def _snapshot(opts: SourceOptions, call: str) -> off.Snapshot:
+    """``offsets.snapshot`` as a driver stage named after the data source method that needs it."""
+    from oncelog.pipeline import offsets
+
+    with stage("driver", call=call, new_snapshot=True):
+        return offsets.snapshot(opts)
+
+
+def _noting_end(batches: Iterator[pa.RecordBatch], fields: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+    """``batches``, noting in a stage's ``fields`` when the input ended (``input_end``, epoch seconds): what a
+    write task does after it is its own tail (flush, marker)."""
+    yield from batches
+    fields["input_end"] = time.time()
 
 
 def _read(opts: SourceOptions, rng: off.OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -76,7 +94,7 @@ class OncelogBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        snap = off.snapshot(self.opts)
+        snap = _snapshot(self.opts, "partitions")
         start = snap.resolve(self.opts.starting)
         end = snap.resolve(self.opts.ending)
         return _ranges({tp: start.get(tp, snap.earliest[tp]) for tp in end}, end)
@@ -88,38 +106,61 @@ class OncelogBatchReader(DataSourceReader):
 class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch read: offsets are ``{topic: {partition: offset}}``; ``latestOffset`` honours ReadMaxRows
     (maxOffsetsPerTrigger); partitions that appear later start at their earliest offset. With
-    Trigger.AvailableNow the target is the latest offsets when the query starts (in maxOffsetsPerTrigger steps)."""
+    Trigger.AvailableNow the target is the latest offsets when the query starts (in maxOffsetsPerTrigger steps).
+
+    One reader serves one query run (Spark's source runner process). The snapshot ``prepareForTriggerAvailableNow``
+    takes also answers the ``initialOffset`` and the first ``latestOffset`` calls that follow it at the query's start
+    (Spark makes them within milliseconds); every later ``latestOffset`` takes a fresh snapshot, so partitions created
+    meanwhile are found. ``initialOffset`` answers the same position each time it is asked."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self.target: off.Offsets | None = None
+        self._start_snapshot: off.Snapshot | None = None  # prepareForTriggerAvailableNow's, until latestOffset
+        self._initial: dict | None = None
+
+    def _snapshot(self, call: str, *, last_reuse: bool = False) -> off.Snapshot:
+        snap = self._start_snapshot
+        if snap is None:
+            return _snapshot(self.opts, call)
+        if last_reuse:
+            self._start_snapshot = None
+        with stage("driver", call=call, new_snapshot=False):
+            return snap
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = off.snapshot(self.opts).latest
+        snap = _snapshot(self.opts, "prepareForTriggerAvailableNow")
+        self.target, self._start_snapshot = snap.latest, snap
 
     def initialOffset(self) -> dict:
-        snap = off.snapshot(self.opts)
-        return off.to_json(
-            snap.resolve(self.opts.starting)
-            | {tp: snap.earliest[tp] for tp in snap.latest if tp not in snap.resolve(self.opts.starting)}
-        )
+        if self._initial is None:
+            from oncelog.pipeline.offsets import to_json
+
+            snap = self._snapshot("initialOffset")
+            starting = snap.resolve(self.opts.starting)
+            self._initial = to_json(starting | {tp: snap.earliest[tp] for tp in snap.latest if tp not in starting})
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.opts.max_offsets_per_trigger
         return ReadAllAvailable() if n is None else ReadMaxRows(n)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        snap = off.snapshot(self.opts)
-        begin = off.from_json(start)
+        from oncelog.pipeline.offsets import from_json, limit_rows, to_json
+
+        snap = self._snapshot("latestOffset", last_reuse=True)
+        begin = from_json(start)
         begin |= {tp: snap.earliest[tp] for tp in snap.latest if tp not in begin}
         available = self.target if self.target is not None else snap.latest
         latest = {tp: max(available.get(tp, begin[tp]), begin[tp]) for tp in snap.latest}
         if isinstance(limit, ReadMaxRows):
-            latest = off.limit_rows(begin, latest, limit.max_rows)
-        return off.to_json(begin | latest)
+            latest = limit_rows(begin, latest, limit.max_rows)
+        return to_json(begin | latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        return _ranges(off.from_json(start), off.from_json(end))
+        from oncelog.pipeline.offsets import from_json
+
+        return _ranges(from_json(start), from_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.opts, partition.value)
@@ -128,22 +169,15 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to do: progress lives in Spark's checkpoint (offsets are not committed to a group)."""
 
 
-def _ensure_marker_topic(sink: SinkOptions) -> None:
-    async def create() -> None:
-        async with Admin(sink.bootstrap) as admin:
-            if sink.marker_topic not in await admin.list_topics():
-                with contextlib.suppress(KafkaError):  # TOPIC_ALREADY_EXISTS from a concurrent creator
-                    await admin.create_topic(sink.marker_topic, 1)
-
-    anyio.run(create)
-
-
 class _ExactlyOnceWriter:
-    """Shared by the batch and the streaming writer: tasks leave transactions open, the driver ends them."""
+    """Shared by the batch and the streaming writer: tasks leave transactions open, the driver ends them.
+
+    Spark builds the writer on the driver in a fresh Python process to plan the write, and again in the process of
+    every commit: building it does no I/O and imports no client (a task creates the marker topic when it finds no
+    marker, ``txn_task.write_task``)."""
 
     def __init__(self, sink: SinkOptions) -> None:
         self.sink = sink
-        _ensure_marker_topic(sink)  # Spark builds the writer on the driver (again for every commit): no other I/O
 
     def _write(self, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> TaskCommit:
         ctx = TaskContext.get()
@@ -154,20 +188,22 @@ class _ExactlyOnceWriter:
         from oncelog.pipeline.txn_task import write_task
 
         with stage("write", partition=partition_id, batch=batch_id) as fields:
-            result = write_task(self.sink, partition_id, batch_id, batches)
+            result = write_task(self.sink, partition_id, batch_id, _noting_end(batches, fields))
             fields["rows"] = result.rows
         return result
 
     def _commit(self, messages: Sequence[TaskCommit | None]) -> None:
+        from oncelog.pipeline.txn_end import commit_batch
+
         with stage("commit", tasks=len(messages)):
-            end_transactions(self.sink.bootstrap, messages, commit=True)
-            # Every task of this batch has reported, so any other open transaction of this query was left by a run
-            # that died (it would hold back the output's LSO until transaction.timeout.ms): abort it.
-            fence_dangling(self.sink, keep={m.transactional_id for m in messages if m is not None})
+            commit_batch(self.sink, messages)
 
     def _abort(self, messages: Sequence[TaskCommit | None]) -> None:
         # Best effort: a transaction that cannot be aborted here is aborted by the next attempt of its
         # partition (init_transactions) or by the broker after transaction.timeout.ms.
+        from oncelog.client import KafkaError
+        from oncelog.pipeline.txn_end import end_transactions
+
         with contextlib.suppress(KafkaError):
             end_transactions(self.sink.bootstrap, messages, commit=False)
 

@@ -6,9 +6,9 @@ moves and busy coordinators).
 
 Guarantees: :func:`end_transactions` ends every given open transaction or raises; committing a transaction that
 is already committed with the same producer id/epoch succeeds (the coordinator answers a repeated EndTxn with the
-same outcome); :func:`fence_dangling` aborts what an earlier run left open; a transaction that the coordinator
-aborted in the meantime (timeout, fencing) raises :class:`TransactionEndError`, so the batch fails and Spark
-replays it.
+same outcome); :func:`commit_batch` then aborts what an earlier run of the query left open; a transaction that
+the coordinator aborted in the meantime (timeout, fencing) raises :class:`TransactionEndError`, so the batch fails
+and Spark replays it.
 """
 
 from __future__ import annotations
@@ -65,12 +65,17 @@ async def _end_one(admin: Admin, msg: TaskCommit, commit: bool, errors: list[Bas
         )
 
 
-async def _end_all(bootstrap: str, messages: list[TaskCommit], commit: bool) -> list[BaseException]:
+async def _end_with(admin: Admin, messages: list[TaskCommit], commit: bool) -> list[BaseException]:
     errors: list[BaseException] = []
-    async with Admin(bootstrap, client_id="oncelog-spark-driver") as admin, anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:
         for msg in messages:
             tg.start_soon(_end_one, admin, msg, commit, errors)
     return errors
+
+
+async def _end_all(bootstrap: str, messages: list[TaskCommit], commit: bool) -> list[BaseException]:
+    async with Admin(bootstrap, client_id="oncelog-spark-driver") as admin:
+        return await _end_with(admin, messages, commit)
 
 
 def open_transactions(messages: Iterable[object]) -> list[TaskCommit]:
@@ -90,9 +95,8 @@ def end_transactions(bootstrap: str, messages: Iterable[object], *, commit: bool
     return len(todo)
 
 
-async def _fence_dangling(sink: SinkOptions, keep: frozenset[str]) -> list[str]:
-    async with Admin(sink.bootstrap) as admin:
-        listed = await admin.list_transactions(states=["Ongoing"])
+async def _fence_dangling(admin: Admin, sink: SinkOptions, keep: frozenset[str]) -> list[str]:
+    listed = await admin.list_transactions(states=["Ongoing"])
     fenced = sorted(
         t.transactional_id
         for t in listed
@@ -104,7 +108,22 @@ async def _fence_dangling(sink: SinkOptions, keep: frozenset[str]) -> list[str]:
     return fenced
 
 
-def fence_dangling(sink: SinkOptions, keep: Iterable[str] = ()) -> list[str]:
-    """Abort every open transaction of this query except those of ``keep`` (call when no other task of the query
-    can be running: they were left by a driver or task that died). Returns the transactional ids it fenced."""
-    return anyio.run(_fence_dangling, sink, frozenset(keep))
+async def _commit_batch(sink: SinkOptions, messages: list[object]) -> list[BaseException]:
+    todo = open_transactions(messages)
+    keep = frozenset(m.transactional_id for m in messages if isinstance(m, TaskCommit))
+    async with Admin(sink.bootstrap, client_id="oncelog-spark-driver") as admin:
+        errors = await _end_with(admin, todo, True) if todo else []
+        if not errors:
+            await _fence_dangling(admin, sink, keep)
+    return errors
+
+
+def commit_batch(sink: SinkOptions, messages: Iterable[object]) -> None:
+    """The driver's commit of one batch (or batch job): :func:`end_transactions` with ``commit=True``, then, every
+    task of the batch having reported, aborts every open transaction of this query but the batch's own (any other
+    open transaction of this query was left by a run that died and would hold back the output's LSO until
+    transaction.timeout.ms). One connection for both; raises the first EndTxn error (after trying them all), and
+    then fences nothing."""
+    errors = anyio.run(_commit_batch, sink, list(messages))
+    if errors:
+        raise errors[0]

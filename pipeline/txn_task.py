@@ -7,6 +7,7 @@ Guarantees, for the task of (query, batch, Spark partition):
   attempt of this partition and aborts the transaction such an attempt left open;
 * the rows and a progress marker -- the offset ``batch + 1`` committed with TxnOffsetCommit into the group of
   (query, Spark partition) -- are in the same transaction, so the marker is visible iff the rows are committed;
+  a task that finds no marker creates the marker topic first if it is missing;
 * when the marker shows this batch (or a later one) committed, nothing is written and the message says so;
 * on any error the transaction is aborted before the error propagates;
 * on success the transaction is flushed but not committed: the returned :class:`TaskCommit` carries the producer
@@ -26,7 +27,7 @@ import anyio.lowlevel
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from oncelog.client import Consumer, KafkaError, OffsetAndMetadata, Producer, TopicPartition, TxnState
+from oncelog.client import Admin, Consumer, KafkaError, OffsetAndMetadata, Producer, TopicPartition, TxnState
 from oncelog.client.accumulator import RECORD_OVERHEAD
 from oncelog.client.future import Future
 from oncelog.client.types import RecordMetadata
@@ -136,6 +137,17 @@ async def committed_batch(sink: SinkOptions, partition_id: int) -> int | None:
     return None if committed is None else committed - 1
 
 
+async def ensure_marker_topic(sink: SinkOptions) -> None:
+    """Create the marker topic (one partition) unless it exists: TxnOffsetCommit needs it. Concurrent creators
+    are fine (TOPIC_ALREADY_EXISTS is success)."""
+    async with Admin(sink.bootstrap, client_id="oncelog-spark-writer") as admin:
+        try:
+            await admin.create_topic(sink.marker_topic, 1)
+        except KafkaError as exc:
+            if exc.code is None or exc.code.name != "TOPIC_ALREADY_EXISTS":
+                raise
+
+
 async def _write(sink: SinkOptions, partition_id: int, batch_id: int, batches: Iterable[pa.RecordBatch]) -> TaskCommit:
     tid = sink.transactional_id(partition_id)
     config = {"linger_ms": WRITE_LINGER_MS, "batch_size": WRITE_BATCH_SIZE} | dict(sink.producer_config)
@@ -150,6 +162,8 @@ async def _write(sink: SinkOptions, partition_id: int, batch_id: int, batches: I
         done = await committed_batch(sink, partition_id)
         if done is not None and done >= batch_id:
             return TaskCommit(tid, -1, -1, partition_id, batch_id, 0, skipped=True)
+        if done is None:  # the first batch of this (query, partition), or the marker topic is missing
+            await ensure_marker_topic(sink)
         await producer.begin_transaction()
         rows = 0
         try:
