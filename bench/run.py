@@ -959,7 +959,7 @@ def bench_s1(r: Run) -> None:
             "Spark exactly-once streaming copy rec/s",
             res.copy_rec_s,
             ",.0f",
-            f"the session's first streaming query; the same copy as its second {res.copy_warm_rec_s:,.0f} rec/s; "
+            f"the session's second streaming query; its first {res.copy_first_rec_s:,.0f} rec/s; "
             f"write_task alone {res.write_task_cpu_rec_s:,.0f} rec/s of CPU",
             "S1_spark_copy_rec_s",
         ),
