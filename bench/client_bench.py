@@ -231,6 +231,21 @@ def clients(bootstrap: str, n: int) -> dict[str, Callable[[str], Timings]]:
     return runs
 
 
+def measure(n: int, rounds: int = 1, only: list[str] | None = None) -> dict[str, Timings]:
+    """Each client's fastest round per phase (and its CPU), ``n`` records, against one broker started here."""
+    best: dict[str, Timings] = {}
+    with BrokerProcess(settings={"log.flush.interval.messages": 1}) as broker:
+        runs = clients(broker.bootstrap, n)
+        if only:
+            runs = {name: runs[name] for name in only}
+        for r in range(rounds):  # rounds interleave the clients, so a busy spell of the machine hits them all
+            for name, fn in runs.items():
+                got = fn(f"bench-{name}-{r}")
+                prev = best.setdefault(name, got)
+                best[name] = {phase: min(prev[phase], got[phase]) for phase in PHASES}  # fastest round, its CPU
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -239,16 +254,7 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     n = args.records
-    best: dict[str, Timings] = {}
-    with BrokerProcess(settings={"log.flush.interval.messages": 1}) as broker:
-        runs = clients(broker.bootstrap, n)
-        if args.only:
-            runs = {name: runs[name] for name in args.only.split(",")}
-        for r in range(args.rounds):  # rounds interleave the clients, so a busy spell of the machine hits them all
-            for name, fn in runs.items():
-                got = fn(f"bench-{name}-{r}")
-                prev = best.setdefault(name, got)
-                best[name] = {phase: min(prev[phase], got[phase]) for phase in PHASES}  # fastest round, its CPU
+    best = measure(n, args.rounds, args.only.split(",") if args.only else None)
     results = []
     for name, timings in best.items():
         row: dict[str, object] = {"client": name, "records": n}

@@ -50,6 +50,7 @@ GOALS: dict[str, tuple[str, float]] = {
     "P10_delay_lateness_p99_ms": ("<=", 1000.0),  # issue 26: at 10,000 delayed records/s
     "S1_spark_batch_read_rec_s": (">=", 300000.0),  # issue 27
     "S1_spark_copy_rec_s": (">=", 100000.0),  # issue 27: exactly-once streaming copy
+    "B1_client_vs_aiokafka": (">=", 1.0),  # issue 27: the bundled client's lowest records/s ratio to aiokafka's
 }
 
 

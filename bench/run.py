@@ -1,7 +1,8 @@
 """oncelog's benchmark suite: P1-P7 and P9 of the issue "Benchmark suite against librdkafka's mock cluster", and
 C1-C5 of the cluster (``bench/cluster_bench.py``: replication factor 3 vs 1, failover, controlled shutdown,
 transaction coordinator failover, transactional replication factor 3 vs 1), P10, delayed delivery (issue 26), and
-S1, the Spark pipeline (issue 27, ``bench/spark_bench.py``: batch read and exactly-once copy in local[2]).
+S1, the Spark pipeline (issue 27, ``bench/spark_bench.py``: batch read and exactly-once copy in local[2]), and B1,
+the bundled client against aiokafka (issue 27, ``bench/client_bench.py``: produce, consume, read_committed consume).
 Apache Kafka itself (issue 30: ``tests/support/kafka_peer.py``, a single-node KRaft broker from the jars
 ``java/pom.xml`` pins, fetched with Maven when missing) runs beside the mock in P1-P7 and P9 with the same
 client in the same run and the same durability as the oncelog figure it is compared with (fsync per append:
@@ -43,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import (  # noqa: E402
+    client_bench,
     cluster_bench,
     consume_bench,
     delay_bench,
@@ -62,7 +64,7 @@ from tests.support.broker import BrokerProcess  # noqa: E402
 from tests.support.kafka_peer import KafkaPeer  # noqa: E402
 from tests.support.mock_cluster import MockCluster  # noqa: E402
 
-BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3", "C4", "C5", "S1")
+BENCHES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P9", "P10", "C1", "C2", "C3", "C4", "C5", "S1", "B1")
 MIB = 1 << 20
 
 
@@ -93,6 +95,7 @@ class Sizes:
     p10_rate: int = 10_000  # P10: delayed records per second offered for the lateness figure
     p10_seconds: float = 10.0
     s1_records: int = 500_000  # S1: records of 100 B read and copied through Spark (local[2])
+    b1_records: int = 1_000_000  # B1: records of 100 B produced and read twice by each client
 
 
 FULL = Sizes(1_000_000, 2048 * MIB, 2_000_000, 500, 8, 5.0, 10_000, 20.0, 1_000_000, 1024 * MIB, 10_000, 1_000_000, 3)
@@ -114,6 +117,7 @@ QUICK = Sizes(
     cluster_trials=3,
     c5_records=300_000,
     s1_records=200_000,
+    b1_records=300_000,
 )
 
 
@@ -966,6 +970,41 @@ def bench_s1(r: Run) -> None:
     )
 
 
+#: B1's clients: the bundled async client on both backends, and its peer.
+B1_CLIENTS = ("oncelog-asyncio", "oncelog-trio", client_bench.PEER)
+
+
+def bench_b1(r: Run) -> None:
+    """The bundled client against aiokafka (issue 27 item 1), each against the same broker in this run: the lowest
+    of its records/s ratios over both backends and the three phases (produce, consume, read_committed consume)."""
+    n = r.sizes.b1_records
+    best = client_bench.measure(n, only=list(B1_CLIENTS))
+    rates = {name: {phase: n / best[name][phase][0] for phase in client_bench.PHASES} for name in best}
+    ratios = {
+        (name, phase): rates[name][phase] / rates[client_bench.PEER][phase]
+        for name in B1_CLIENTS[:2]
+        for phase in client_bench.PHASES
+    }
+    r.details["B1"] = {
+        "records": n,
+        "records_per_s": rates,
+        "cpu_s": {k: {p: t[1] for p, t in v.items()} for k, v in best.items()},
+    }
+    (worst_name, worst_phase), worst = min(ratios.items(), key=lambda item: item[1])
+    peer = rates[client_bench.PEER]
+    r.add(
+        Line(
+            "B1",
+            "bundled client rec/s / aiokafka's, lowest of 6",
+            worst,
+            ".2f",
+            f"{worst_name} {worst_phase}; aiokafka produce {peer['produce']:,.0f}, consume {peer['consume']:,.0f}, "
+            f"read_committed {peer['consume_rc']:,.0f} rec/s; {n:,} records",
+            "B1_client_vs_aiokafka",
+        )
+    )
+
+
 # ---- the driver -----------------------------------------------------------------------------------------------
 
 
@@ -987,7 +1026,7 @@ def machine_description() -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="oncelog benchmark suite (P1-P7, P9, P10)")
     parser.add_argument("--quick", action="store_true", help="scaled-down run, about 4 minutes")
-    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C5, S1")
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma list of P1-P7, P9, P10, C1-C5, S1, B1")
     parser.add_argument("--records", type=int, help="record count of P1, P3, P6 and P9")
     parser.add_argument("--json", type=Path, help="write the figures (and details) as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the P4/P5 latency distributions (matplotlib)")
@@ -1054,11 +1093,12 @@ def main(argv: list[str] | None = None) -> int:
         ("C4", bench_c4),
         ("C5", bench_c5),
         ("S1", bench_s1),
+        ("B1", bench_b1),
     ):
         if name in args.only:
             steps.append((name, lambda fn=fn: fn(run)))
     if "P7" in args.only:
-        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3", "C4", "C5", "S1"))
+        after_p7 = sum(name in args.only for name in ("P9", "P10", "C1", "C2", "C3", "C4", "C5", "S1", "B1"))
         steps.insert(len(steps) - after_p7, ("P7", lambda: bench_p7(run, args.quick)))
     io_stalls: dict[str, float] = {}
     try:
