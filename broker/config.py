@@ -282,6 +282,13 @@ PROPERTIES: dict[str, PropertySpec] = {
             "Replicas of each __transaction_state partition on a cluster (a single node keeps one).",
         ),
         PropertySpec(
+            "transaction.marker.wait.ms",
+            int,
+            5000,
+            "How long EndTxn waits for its markers before answering with the outcome decided (oncelog's own; 0: "
+            "answer once PrepareCommit/PrepareAbort is durable, as Kafka does).",
+        ),
+        PropertySpec(
             "offsets.topic.replication.factor",
             int,
             3,

@@ -6,12 +6,14 @@ Guarantees:
   without keeping anything for it (INVALID_PRODUCER_ID_MAPPING, as Kafka).
 - Every state change is appended to ``__transaction_state`` and fsynced before it is acted on or answered.
 - EndTxn answers once the markers are durable in every partition of the transaction, or once they have been
-  pending for ``MARKER_ANSWER_WAIT_MS`` (a partition's leader is away): the outcome is decided and durable with
-  PrepareCommit/PrepareAbort, which is when Kafka answers. The markers' delivery goes on in the background (the
-  marker writer re-routes each partition to its current leader; the others' markers are written meanwhile) and the
-  transaction stays prepared, answering CONCURRENT_TRANSACTIONS to its producer, until every partition has its
-  marker. The Complete* record is appended then (its fsync is not waited for: if it is lost, the restart completes
-  the transaction again, and writing a marker twice is harmless).
+  pending for ``transaction.marker.wait.ms`` (oncelog's own setting, default 5000; a partition's leader is away):
+  the outcome is decided and durable with PrepareCommit/PrepareAbort, which is when Kafka always answers (its
+  TransactionMarkerChannelManager writes the markers afterwards, as the setting's 0 does here). The markers'
+  delivery goes on in the background (the marker writer re-routes each partition to its current leader; the others'
+  markers are written meanwhile) and the transaction stays prepared until every partition has its marker. The
+  Complete* record is appended then (its fsync is not waited for: if it is lost, the restart completes the
+  transaction again, and writing a marker twice is harmless).
+- Until then the transaction's producer is answered CONCURRENT_TRANSACTIONS, whatever it asks, as in Kafka.
 - It coordinates the ids of the ``__transaction_state`` partitions this broker leads, and only those (the single node
   leads every partition and loads them all before serving). When it becomes a partition's leader (a
   ``ReplicaManager`` role listener) it loads that partition's ids from the local replica in bounded steps, answering
@@ -77,9 +79,6 @@ MARKER_RETRIES = 10
 MARKER_RETRY_BACKOFF_S = 0.1
 #: The longest pause between retries of a marker write that keeps failing in the background.
 MARKER_RETRY_MAX_BACKOFF_S = 1.0
-#: How long EndTxn waits for its markers before answering with the outcome decided (oncelog's own; Kafka answers
-#: as soon as PrepareCommit/PrepareAbort is durable and lets its TransactionMarkerChannelManager write the markers).
-MARKER_ANSWER_WAIT_MS = 5000
 
 
 @dataclasses.dataclass(eq=False)
@@ -120,6 +119,7 @@ class TransactionCoordinator:
             replicas, logs, topics, num_partitions=config.get_int("transaction.state.log.num.partitions")
         )
         self._max_timeout_ms = config.get_int("transaction.max.timeout.ms")
+        self._marker_wait_s = max(config.get_int("transaction.marker.wait.ms"), 0) / 1000
         self._expiration_ms = config.get_int("transactional.id.expiration.ms")
         self._transactions: dict[str, TransactionMetadata] = {}
         self._locks: KeyedLocks[str] = KeyedLocks()
@@ -573,8 +573,8 @@ class TransactionCoordinator:
 
     async def _complete(self, prepared: TransactionMetadata, coordinator_epoch: int) -> TransactionMetadata:
         """Write the markers of a prepared transaction, then its Complete* record (not waited for); returns it, or
-        ``prepared`` when the markers are still being delivered after MARKER_ANSWER_WAIT_MS (the delivery appends
-        the Complete* record once they are all written).
+        ``prepared`` when the markers are still being delivered after ``transaction.marker.wait.ms`` (the delivery
+        appends the Complete* record once they are all written).
 
         The markers carry the prepared producer id and epoch and the coordinator epoch; a transaction whose epoch
         bump overflowed completes with its next producer id at epoch 0 (KIP-890 part 2)."""
@@ -611,8 +611,8 @@ class TransactionCoordinator:
         return completed
 
     async def _write_markers(self, marker: TxnMarker, transactional_id: str) -> bool:
-        """Deliver the markers (or join the delivery already under way) and wait up to MARKER_ANSWER_WAIT_MS: True
-        once every partition has its marker (partitions deleted meanwhile are dropped, as in Kafka), False while
+        """Deliver the markers (or join the delivery already under way) and wait up to ``transaction.marker.wait.ms``:
+        True once every partition has its marker (partitions deleted meanwhile are dropped, as in Kafka), False while
         the delivery goes on in the background. NOT_COORDINATOR once a partition leader has seen a newer
         coordinator epoch or this broker lost the id's partition: the coordinator that took over completes the
         transaction. Before ``run_loader`` runs, markers are written inline with MARKER_RETRIES attempts
@@ -628,10 +628,11 @@ class TransactionCoordinator:
             else:
                 self._deliveries[transactional_id] = delivery
                 self._nursery.start_soon(self._deliver, transactional_id, delivery)
-        with trio.move_on_after(MARKER_ANSWER_WAIT_MS / 1000):
+        with trio.move_on_after(self._marker_wait_s):
             await delivery.stopped.wait()
         if not delivery.stopped.is_set():
-            log.warning("markers_pending", transactional_id=transactional_id, producer_id=marker.producer_id)
+            if self._marker_wait_s:
+                log.warning("markers_pending", transactional_id=transactional_id, producer_id=marker.producer_id)
             return False
         if self._deliveries.get(transactional_id) is delivery:
             del self._deliveries[transactional_id]

@@ -5,6 +5,7 @@ the other brokers over inter-broker WriteTxnMarkers, and each group's coordinato
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 
@@ -115,3 +116,49 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it(cluster: Cluster) -
     assert sorted(tp.offset for tp in committed) == [3, 3, 3]
     out = consume_all(cluster, "txn-offsets-out", 9)
     assert sorted(v for _, v in out) == sorted(f"out-{i}".encode() for i in range(9))
+
+
+def test_with_kafkas_commit_order_committed_transactions_are_visible_and_aborted_ones_never() -> None:
+    """``transaction.marker.wait.ms=0``: EndTxn is answered once PrepareCommit/PrepareAbort is durable and the
+    markers follow in the background, as in Kafka, so back-to-back transactions meet CONCURRENT_TRANSACTIONS while
+    the previous one's markers are written (librdkafka retries). Every committed record is read once by a
+    read_committed reader, no aborted one ever."""
+    client_log = logging.getLogger(f"rdkafka-{uuid.uuid4()}")
+    client_log.setLevel(logging.DEBUG)
+    lines: list[str] = []
+    client_log.addHandler(_Collect(lines))
+    with Cluster(3, settings={"transaction.marker.wait.ms": 0}) as cluster:
+        create(cluster, "kafka-order", partitions=3)
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "transactional.id": "kafka-order-1",
+                "debug": "eos",
+                "logger": client_log,
+            }
+        )
+        producer.init_transactions(30)
+        committed = []
+        for txn in range(12):
+            producer.begin_transaction()
+            values = [f"{txn}-{i}".encode() for i in range(30)]
+            for i, value in enumerate(values):
+                producer.produce("kafka-order", value, partition=i % 3)
+            if txn % 3 == 2:
+                producer.abort_transaction(30)
+            else:
+                producer.commit_transaction(30)
+                committed.extend(values)
+        records = consume_all(cluster, "kafka-order", len(committed))
+    assert sorted(v for _, v in records) == sorted(committed)
+    # The next transaction did meet the previous one's markers still under way (Kafka's order, not oncelog's).
+    assert any("AddPartitionsToTxn" in line and "concurrent operation" in line for line in lines)
+
+
+class _Collect(logging.Handler):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())

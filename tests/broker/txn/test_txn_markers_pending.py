@@ -1,12 +1,12 @@
 """A transaction whose markers cannot all be written yet (a partition's leader is away): EndTxn answers with the
-decided outcome after MARKER_ANSWER_WAIT_MS, the transaction stays prepared (CONCURRENT_TRANSACTIONS to its
-producer) and the background delivery completes it once the markers are written, writing each marker once."""
+decided outcome after ``transaction.marker.wait.ms`` (at once with 0, Kafka's order), the transaction stays
+prepared (CONCURRENT_TRANSACTIONS to its producer), and the background delivery completes it once the markers are
+written, writing each marker once."""
 
 from __future__ import annotations
 
 import pytest
 import trio
-from oncelog.broker.txn import coordinator as coordinator_module
 from oncelog.broker.txn.markers import TxnMarker
 from oncelog.broker.txn.metadata import TxnState
 from oncelog.protocol import ErrorCode
@@ -27,19 +27,25 @@ class GatedMarkers:
         return dict.fromkeys(marker.partitions, ErrorCode.NONE)
 
 
-@pytest.mark.parametrize("commit", [True, False])
-async def test_end_txn_answers_while_a_marker_is_pending_and_the_delivery_completes_it(
-    start_broker, monkeypatch, commit: bool
-) -> None:
-    monkeypatch.setattr(coordinator_module, "MARKER_ANSWER_WAIT_MS", 200)
-    broker = await start_broker()
+async def _ongoing(start_broker, monkeypatch, marker_wait_ms: int, partitions: list[tuple[str, int]]):
+    """A broker whose coordinator writes markers through GatedMarkers, and an id "t" with an ongoing transaction over
+    ``partitions``: (coordinator, markers, producer id, epoch)."""
+    broker = await start_broker(properties={"transaction.marker.wait.ms": str(marker_wait_ms)})
     transactions = broker.node.transactions
     markers = GatedMarkers()
     monkeypatch.setattr(transactions, "_markers", markers)
     error, pid, epoch = await transactions.init_producer_id("t", 60_000, -1, -1, FENCED)
     assert error == ErrorCode.NONE
-    partitions = [("a", 0), ("b", 0)]
     assert await transactions.add_partitions("t", pid, epoch, partitions, FENCED) == ErrorCode.NONE
+    return transactions, markers, pid, epoch
+
+
+@pytest.mark.parametrize("commit", [True, False])
+async def test_end_txn_answers_while_a_marker_is_pending_and_the_delivery_completes_it(
+    start_broker, monkeypatch, commit: bool
+) -> None:
+    partitions = [("a", 0), ("b", 0)]
+    transactions, markers, pid, epoch = await _ongoing(start_broker, monkeypatch, 200, partitions)
 
     with trio.fail_after(5):
         assert await transactions.end_transaction("t", pid, epoch, commit, FENCED) == (ErrorCode.NONE, pid, epoch)
@@ -63,3 +69,51 @@ async def test_end_txn_answers_while_a_marker_is_pending_and_the_delivery_comple
     assert transactions._deliveries == {}
     error, _pid, next_epoch = await transactions.init_producer_id("t", 60_000, pid, epoch, FENCED)
     assert (error, next_epoch) == (ErrorCode.NONE, epoch + 1)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+async def test_with_no_marker_wait_end_txn_answers_once_prepared_and_the_next_transaction_waits_for_its_markers(
+    start_broker, monkeypatch, commit: bool
+) -> None:
+    """Kafka's order (``transaction.marker.wait.ms=0``): EndTxn is answered once PrepareCommit/PrepareAbort is
+    durable, before any marker is written; the producer's next transaction meets CONCURRENT_TRANSACTIONS until the
+    markers and the Complete* record are written."""
+    partitions = [("a", 0), ("b", 0)]
+    transactions, markers, pid, epoch = await _ongoing(start_broker, monkeypatch, 0, partitions)
+
+    with trio.fail_after(2):  # the markers cannot be written before the gate opens: this answer did not wait
+        assert await transactions.end_transaction("t", pid, epoch, commit, FENCED) == (ErrorCode.NONE, pid, epoch)
+    assert transactions.get("t").state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+    with trio.fail_after(2):
+        while not markers.writes:  # the delivery starts in the background
+            await trio.sleep(0.01)
+    assert [m.commit for m in markers.writes] == [commit]
+
+    assert await transactions.add_partitions("t", pid, epoch, [("c", 0)], FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
+    markers.gate.set()
+    with trio.fail_after(5):
+        while transactions.get("t").state != (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+            await trio.sleep(0.01)
+    assert await transactions.add_partitions("t", pid, epoch, [("c", 0)], FENCED) == ErrorCode.NONE
+    metadata = transactions.get("t")
+    assert metadata.state == TxnState.ONGOING and metadata.partitions == frozenset({("c", 0)})
+    assert len(markers.writes) == 1 and transactions._deliveries == {}
+
+
+async def test_with_no_marker_wait_markers_reach_the_partitions(start_broker) -> None:
+    """With the real marker writer and ``transaction.marker.wait.ms=0``, the markers follow the answer: the
+    partition's last stable offset passes the transaction once the delivery is done."""
+    broker = await start_broker(properties={"transaction.marker.wait.ms": "0"})
+    transactions = broker.node.transactions
+    await broker.node.topics.create("out", 1)
+    error, pid, epoch = await transactions.init_producer_id("t", 60_000, -1, -1, FENCED)
+    assert error == ErrorCode.NONE
+    assert await transactions.add_partitions("t", pid, epoch, [("out", 0)], FENCED) == ErrorCode.NONE
+    error, *_ = await transactions.end_transaction("t", pid, epoch, True, FENCED)
+    assert error == ErrorCode.NONE
+    with trio.fail_after(5):
+        while transactions.get("t").state != TxnState.COMPLETE_COMMIT:
+            await trio.sleep(0.01)
+    partition_log = broker.node.replicas.get_log("out", 0)
+    assert partition_log.log_end_offset == 1  # the COMMIT marker, the transaction's only record
+    assert partition_log.last_stable_offset == 1
