@@ -212,8 +212,8 @@ def _rf3_vs_rf1(
     return result
 
 
-def _oncelog_cluster() -> Cluster:
-    return Cluster(3)
+def _oncelog_cluster(settings: dict[str, str | int] | None = None) -> Cluster:
+    return Cluster(3, settings=settings)
 
 
 def _kafka_cluster() -> KafkaCluster:
@@ -355,11 +355,23 @@ def _transactional_timed(bootstrap: str, topic: str, records: int) -> float:
     return records / (time.perf_counter() - started)
 
 
-def transactional_throughput(records: int, rounds: int, *, kafka: str | None = None) -> ThroughputResult:
+#: oncelog's setting for Kafka's commit order: EndTxn answered once PrepareCommit is durable, markers afterwards.
+KAFKA_COMMIT_ORDER = {"transaction.marker.wait.ms": 0}
+
+
+def transactional_throughput(
+    records: int, rounds: int, *, kafka: str | None = None, kafka_order: bool = False
+) -> ThroughputResult:
     """C5: transactional records/s, replication factor 3 vs 1 (``__transaction_state`` has factor 3 in both); of
-    Apache Kafka's cluster when ``kafka`` (its name for reports), else of oncelog's."""
+    Apache Kafka's cluster when ``kafka`` (its name for reports), else of oncelog's, with Kafka's commit order
+    (``KAFKA_COMMIT_ORDER``) when ``kafka_order``."""
     if kafka is not None:
         return _rf3_vs_rf1(records, rounds, _transactional_timed, "txn-", _kafka_cluster, kafka)
+    if kafka_order:
+        system = "oncelog, " + ", ".join(f"{k}={v}" for k, v in KAFKA_COMMIT_ORDER.items())
+        return _rf3_vs_rf1(
+            records, rounds, _transactional_timed, "txn-", lambda: _oncelog_cluster(KAFKA_COMMIT_ORDER), system
+        )
     return _rf3_vs_rf1(records, rounds, _transactional_timed, "txn-", _oncelog_cluster, "oncelog")
 
 
