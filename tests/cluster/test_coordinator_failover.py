@@ -44,11 +44,17 @@ DOOMED = 1
 TOPIC = "orders"
 
 
+#: oncelog's setting for Kafka's commit order: EndTxn answered once PrepareCommit is durable, markers afterwards.
+KAFKA_COMMIT_ORDER = {"transaction.marker.wait.ms": 0}
+
+
 @pytest.fixture
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    """Three brokers, the first with ``ONCELOG_FAULTS`` = the test's parameter."""
-    running = Cluster(3)
-    running.brokers[DOOMED].env = {"ONCELOG_FAULTS": request.param}
+    """Three brokers, the first with ``ONCELOG_FAULTS`` = the test's parameter (a fault point, or a fault point and
+    the brokers' settings)."""
+    fault, settings = request.param if isinstance(request.param, tuple) else (request.param, None)
+    running = Cluster(3, settings=settings)
+    running.brokers[DOOMED].env = {"ONCELOG_FAULTS": fault}
     try:
         running.start()
         yield running
@@ -129,6 +135,24 @@ def test_a_commit_decided_by_a_coordinator_killed_before_its_markers_is_finished
     )
     seen = read_committed(cluster, len(committed))
     assert sorted(seen) == sorted(committed)
+    after = transaction_after(cluster, transactional_id)
+    assert sorted(read_committed(cluster, len(committed) + 3)) == sorted(committed + after)
+
+
+@pytest.mark.parametrize("cluster", [("txn.after_first_marker", KAFKA_COMMIT_ORDER)], indirect=True)
+def test_a_commit_answered_in_kafkas_order_is_finished_by_the_next_coordinator(cluster: Cluster) -> None:
+    """``transaction.marker.wait.ms=0``: the commit returns once PrepareCommit is durable and replicated; the
+    coordinator then dies writing the markers, and the broker that takes over the id writes them."""
+    transactional_id = prepare(cluster)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    committed = [f"committed-{i}".encode() for i in range(30)]
+    for i, value in enumerate(committed):
+        producer.produce(TOPIC, value, partition=i % 3)
+    producer.commit_transaction(60)  # answered before the markers, so before the fault point kills the coordinator
+    assert cluster.brokers[DOOMED].wait_exit(60) != 0
+    assert sorted(read_committed(cluster, len(committed))) == sorted(committed)
     after = transaction_after(cluster, transactional_id)
     assert sorted(read_committed(cluster, len(committed) + 3)) == sorted(committed + after)
 
