@@ -209,7 +209,7 @@ class GroupCoordinator(OffsetsMixin):
             return join_error(ErrorCode.INVALID_GROUP_ID, request.member_id)
         if not self._min_session_ms <= request.session_timeout_ms <= self._max_session_ms:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
-        await self._ensure_offsets_topic()
+        await self._offsets_topic_made()  # if not, ``status`` answers NOT_COORDINATOR
         async with self._locks(request.group_id):
             if (error := self.status(request.group_id)) != ErrorCode.NONE:
                 return join_error(error, request.member_id)

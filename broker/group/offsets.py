@@ -120,6 +120,16 @@ class OffsetsMixin:
 
     def status(self, group_id: str) -> ErrorCode: ...
 
+    async def _offsets_topic_made(self) -> bool:
+        """Create ``__consumer_offsets`` on first use; False while it cannot be created (fewer live brokers than
+        offsets.topic.replication.factor, etcd away). No partition of it is then led here, so ``status`` answers
+        NOT_COORDINATOR, as Kafka's coordinator runtime does for a partition it does not host."""
+        try:
+            await self._ensure_offsets_topic()
+        except OSError:
+            return False
+        return True
+
     # Loading ---------------------------------------------------------------------------------------------------
 
     def _install(self, partition: int, epoch: int, loaded_groups: dict[str, LoadedGroup]) -> None:
@@ -214,7 +224,7 @@ class OffsetsMixin:
         """Kafka's handleCommitOffsets: one error per partition."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        await self._ensure_offsets_topic()
+        await self._offsets_topic_made()  # if not, ``status`` answers NOT_COORDINATOR
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
@@ -312,10 +322,15 @@ class OffsetsMixin:
         offsets: dict[TopicPartition, OffsetValue],
         fenced: ErrorCode,
     ) -> dict[TopicPartition, ErrorCode]:
-        """Kafka's handleTxnCommitOffsets (with KIP-890's check that the partition is in the transaction)."""
+        """Kafka's handleTxnCommitOffsets (with KIP-890's check that the partition is in the transaction).
+
+        COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` cannot be created (fewer live brokers than its
+        replication factor, etcd away): Kafka's transaction verification finds no such partition
+        (UNKNOWN_TOPIC_OR_PARTITION), which its group coordinator answers so."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        await self._ensure_offsets_topic()
+        if not await self._offsets_topic_made():
+            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
