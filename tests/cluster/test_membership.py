@@ -276,6 +276,13 @@ def test_cluster_and_topic_describe_show_replicas_isr_and_lost_brokers(cluster: 
         else:
             assert codes == {ErrorCode.COORDINATOR_NOT_AVAILABLE}, (topic, codes)
 
+    # InitProducerId for a transactional id whose __transaction_state cannot be created: NOT_COORDINATOR (Kafka's
+    # TransactionStateManager for a partition it does not host), the connection kept (it used to be dropped).
+    init = {"transactional_id": "k", "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+    inits = anyio.run(_twice, cluster.brokers[1].port, ApiKey.INIT_PRODUCER_ID, 4, init)
+    if "__transaction_state" not in existing:
+        assert [answer.error_code for answer in inits] == [ErrorCode.NOT_COORDINATOR] * 2
+
 
 async def _metadata_twice(port: int, topic: str) -> list:
     """Two Metadata requests for ``topic`` on one connection."""
