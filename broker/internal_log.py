@@ -2,7 +2,8 @@
 both share, as Kafka's CoordinatorRuntime shares it between its coordinators.
 
 - A key (transactional id, group id) lives in partition ``abs(hashCode(key)) % num_partitions`` (``partition_for``).
-- The topic is created on first use with its internal-topic configs (``ensure_topic``).
+- The topic is created on first use with its internal-topic configs (``ensure_topic``; ``topic_made`` tells whether
+  it could be).
 - ``append_batch`` writes one batch as the coordinator (``AppendOrigin.COORDINATOR``) and, when asked to wait,
   returns once it is durable here and, on a partition led with followers, in the ISR (Kafka's acks=all, up to
   ``commit_timeout_ms``). Errors come back mapped to what the coordinator's clients understand (``append_errors``).
@@ -88,8 +89,19 @@ class InternalTopicLog:
         return partition_for_key(key, self.num_partitions)
 
     async def ensure_topic(self) -> None:
-        """Create the topic on first use, as Kafka does; returns once its logs exist."""
+        """Create the topic on first use, as Kafka does; returns once its logs exist. OSError when it cannot be
+        created now (on a cluster: fewer live brokers than its replication factor, etcd away)."""
         await self._create_topic()
+
+    async def topic_made(self) -> bool:
+        """``ensure_topic`` answering instead of raising: False while the topic cannot be created. No partition of
+        it is then led here, so the coordinator's ``status`` is NOT_COORDINATOR for every key, as Kafka's
+        coordinators answer for a partition they do not host."""
+        try:
+            await self.ensure_topic()
+        except OSError:
+            return False
+        return True
 
     async def append_batch(self, key: str, batch: bytes, *, wait: bool = True) -> tuple[ErrorCode, int]:
         """Append ``batch`` to ``key``'s partition as the coordinator; with ``wait``, return once it is durable (and

@@ -367,8 +367,8 @@ class BrokerNode:
         return advertised_address(listener, self._advertised, self.bound_ports.get(listener.name))
 
     async def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` on first use (group lookups, AddOffsetsToTxn), as Kafka does; returns once
-        its logs exist."""
+        """Create ``__consumer_offsets`` on first use (FindCoordinator, as Kafka does; also the group requests);
+        returns once its logs exist. Raises OSError when it cannot be created (``TopicManager.ensure_internal``)."""
         await self.topics.ensure_internal(
             CONSUMER_OFFSETS_TOPIC,
             self.config.get_int("offsets.topic.num.partitions"),

@@ -1,4 +1,11 @@
-"""AddOffsetsToTxn (25): add the group's ``__consumer_offsets`` partition to the transaction."""
+"""AddOffsetsToTxn (25): add the group's ``__consumer_offsets`` partition to the transaction.
+
+As in Kafka (KafkaApis.handleAddOffsetsToTxnRequest) the partition is only computed from the group id and
+``offsets.topic.num.partitions``; ``__consumer_offsets`` is not created here, so the answer does not depend on
+whether it can be created (on a cluster with fewer live brokers than ``offsets.topic.replication.factor`` it
+cannot). Its TxnOffsetCommit then waits for the group's coordinator (COORDINATOR_NOT_AVAILABLE), and EndTxn skips
+the marker of a partition whose topic does not exist, as Kafka's marker channel does.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,6 @@ if TYPE_CHECKING:
 
 async def handle(broker: Broker, request: Request) -> dict:
     body = request.body
-    await broker.ensure_offsets_topic()
     error = await broker.transactions.add_partitions(
         body.transactional_id,
         body.producer_id,

@@ -110,7 +110,6 @@ class GroupCoordinator(OffsetsMixin):
         self._config = config
         self._metadata = metadata
         self._clock_ms = clock_ms
-        self._ensure_offsets_topic = ensure_offsets_topic
         self._deleting_topics = deleting_topics
         self.transactions: TransactionLookup | None = None
         #: The KIP-848 groups, which keep their offsets here (set by the node, built after this coordinator).
@@ -209,7 +208,7 @@ class GroupCoordinator(OffsetsMixin):
             return join_error(ErrorCode.INVALID_GROUP_ID, request.member_id)
         if not self._min_session_ms <= request.session_timeout_ms <= self._max_session_ms:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
-        await self._ensure_offsets_topic()
+        await self.group_log.topic_made()  # if not, ``status`` answers NOT_COORDINATOR
         async with self._locks(request.group_id):
             if (error := self.status(request.group_id)) != ErrorCode.NONE:
                 return join_error(error, request.member_id)

@@ -39,7 +39,7 @@ from oncelog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCO
 from oncelog.protocol.internal.group_log import OffsetValue, encode_group_key, encode_offset_key, encode_offset_value
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
 
     from oncelog.broker.config import BrokerConfig
     from oncelog.broker.group.offsets_log import GroupLog, LoadedGroup
@@ -96,7 +96,6 @@ class OffsetsMixin:
     _config: BrokerConfig
     _metadata: MetadataStore
     _clock_ms: Callable[[], int]
-    _ensure_offsets_topic: Callable[[], Awaitable[None]]
     _deleting_topics: set[str]
     transactions: TransactionLookup | None
     consumer_groups: ConsumerGroupLookup | None
@@ -214,7 +213,7 @@ class OffsetsMixin:
         """Kafka's handleCommitOffsets: one error per partition."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        await self._ensure_offsets_topic()
+        await self.group_log.topic_made()  # if not, ``status`` answers NOT_COORDINATOR
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
@@ -312,10 +311,15 @@ class OffsetsMixin:
         offsets: dict[TopicPartition, OffsetValue],
         fenced: ErrorCode,
     ) -> dict[TopicPartition, ErrorCode]:
-        """Kafka's handleTxnCommitOffsets (with KIP-890's check that the partition is in the transaction)."""
+        """Kafka's handleTxnCommitOffsets (with KIP-890's check that the partition is in the transaction).
+
+        COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` cannot be created (fewer live brokers than its
+        replication factor, etcd away): Kafka's transaction verification finds no such partition
+        (UNKNOWN_TOPIC_OR_PARTITION), which its group coordinator answers so."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        await self._ensure_offsets_topic()
+        if not await self.group_log.topic_made():
+            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         async with self._locks(group_id):
             if (error := self.status(group_id)) != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)

@@ -326,7 +326,7 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if not 0 < timeout_ms <= self._max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        await self.state_log.ensure_topic()
+        await self.state_log.topic_made()  # if not, ``status`` answers NOT_COORDINATOR
         if (status := self.status(transactional_id)) != ErrorCode.NONE:
             return status, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         async with self._locks(transactional_id):

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -44,11 +45,18 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
+#: More replicas for ``__consumer_offsets`` than ``healthy_cluster`` has brokers: the topic cannot be created there,
+#: as on a cluster with fewer live brokers than the factor (Kafka: "Internal topic creation will fail until the
+#: cluster size meets this replication factor requirement"). No other test of that cluster uses groups.
+UNREACHABLE_OFFSETS_FACTOR = 4
+
+
 @pytest.fixture(scope="module")
 def healthy_cluster() -> Iterator[Cluster]:
     """One cluster shared by the tests that leave every broker running (each uses topics of its own names): a
-    cluster start is seconds of CI each."""
-    with Cluster(3) as running:
+    cluster start is seconds of CI each. Its ``__consumer_offsets`` cannot be created (see
+    ``UNREACHABLE_OFFSETS_FACTOR``)."""
+    with Cluster(3, {"offsets.topic.replication.factor": UNREACHABLE_OFFSETS_FACTOR}) as running:
         yield running
 
 
@@ -268,6 +276,13 @@ def test_cluster_and_topic_describe_show_replicas_isr_and_lost_brokers(cluster: 
         else:
             assert codes == {ErrorCode.COORDINATOR_NOT_AVAILABLE}, (topic, codes)
 
+    # InitProducerId for a transactional id whose __transaction_state cannot be created: NOT_COORDINATOR (Kafka's
+    # TransactionStateManager for a partition it does not host), the connection kept (it used to be dropped).
+    init = {"transactional_id": "k", "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+    inits = anyio.run(_twice, cluster.brokers[1].port, ApiKey.INIT_PRODUCER_ID, 4, init)
+    if "__transaction_state" not in existing:
+        assert [answer.error_code for answer in inits] == [ErrorCode.NOT_COORDINATOR] * 2
+
 
 async def _metadata_twice(port: int, topic: str) -> list:
     """Two Metadata requests for ``topic`` on one connection."""
@@ -287,6 +302,107 @@ async def _twice(port: int, api_key: ApiKey, version: int, body: dict) -> list:
             return [await connection.request(api_key, body, version=version) for _ in range(2)]
         finally:
             await connection.aclose()
+
+
+def test_a_transaction_sends_offsets_while_the_offsets_topic_cannot_be_created(healthy_cluster: Cluster) -> None:
+    """A producer whose transaction coordinator is found (``__transaction_state`` exists) sends offsets while
+    ``__consumer_offsets`` cannot be created, and gets Kafka's answers: AddOffsetsToTxn adds the group's partition
+    without the topic (KafkaApis computes it from offsets.topic.num.partitions); TxnOffsetCommit, at any broker,
+    answers COORDINATOR_NOT_AVAILABLE (Kafka's verification of a partition that does not exist) and OffsetCommit
+    and JoinGroup NOT_COORDINATOR (no coordinator hosts the partition); EndTxn commits, then aborts the next
+    transaction (the marker channel skips a partition whose topic does not exist). Every connection stays open
+    (AddOffsetsToTxn, TxnOffsetCommit, OffsetCommit and JoinGroup used to drop theirs)."""
+    create(healthy_cluster, "offsets-source", partitions=1, replication_factor=3)
+    ports = {node_id: broker.port for node_id, broker in healthy_cluster.brokers.items()}
+    rounds, group_errors = anyio.run(_offsets_without_their_topic, ports)
+    not_available = dict.fromkeys(ports, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    assert rounds == [
+        (ErrorCode.NONE, not_available, ErrorCode.NONE, "CompleteCommit"),
+        (ErrorCode.NONE, not_available, ErrorCode.NONE, "CompleteAbort"),
+    ]
+    assert group_errors == dict.fromkeys(ports, (ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR))
+    assert "__consumer_offsets" not in healthy_cluster.metadata().topics
+
+
+#: Codes a request is sent again after while a coordinator settles (its partition gets a leader, which loads it).
+_SETTLING = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+}
+
+
+async def _settled(connection: BrokerConnection, api_key: ApiKey, version: int, body: dict, code_of) -> Any:
+    """The first answer (within 30 s) whose code is not a settling one."""
+    with anyio.fail_after(30):
+        while code_of(answer := await connection.request(api_key, body, version=version)) in _SETTLING:
+            await anyio.sleep(0.1)
+    return answer
+
+
+async def _offsets_without_their_topic(ports: dict[int, int]) -> tuple[list[tuple], dict[int, tuple[int, int]]]:
+    """Two transactions (committed, then aborted) that send offsets of a group. Per transaction: the error of
+    AddOffsetsToTxn, of TxnOffsetCommit at each broker (node id -> error), of EndTxn, and the transaction's state
+    right after EndTxn (Complete*: its markers are all written). Then each broker's (OffsetCommit, JoinGroup) error
+    for the group. One connection per broker throughout: a dropped one fails the call."""
+    txn, group = "offsets-without-their-topic", "offsets-group"
+    offsets = [{"name": "offsets-source", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]
+    async with anyio.create_task_group() as tg:
+        connections = {node_id: BrokerConnection("127.0.0.1", port) for node_id, port in ports.items()}
+        for connection in connections.values():
+            await connection.open(tg)
+        try:
+            lookup = {"key_type": 1, "coordinator_keys": [txn]}  # makes __transaction_state (factor 3)
+            found = await _settled(next(iter(connections.values())), ApiKey.FIND_COORDINATOR, 4, lookup, _first_code)
+            coordinator = connections[found.coordinators[0].node_id]
+            init = {"transactional_id": txn, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+            producer = await _settled(coordinator, ApiKey.INIT_PRODUCER_ID, 4, init, lambda a: a.error_code)
+            ids = {"transactional_id": txn, "producer_id": producer.producer_id}
+            ids["producer_epoch"] = producer.producer_epoch
+            txn_commit = {**ids, "group_id": group, "generation_id": -1, "member_id": "", "topics": offsets}
+            rounds = []
+            for committed in (True, False):
+                added = await coordinator.request(ApiKey.ADD_OFFSETS_TO_TXN, {**ids, "group_id": group}, version=3)
+                txn_errors = {
+                    node_id: _partition_code(await c.request(ApiKey.TXN_OFFSET_COMMIT, txn_commit, version=3))
+                    for node_id, c in connections.items()
+                }
+                ended = await coordinator.request(ApiKey.END_TXN, {**ids, "committed": committed}, version=3)
+                described = await coordinator.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn]})
+                (state,) = described.transaction_states
+                rounds.append((added.error_code, txn_errors, ended.error_code, state.transaction_state))
+            commit = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "topics": offsets}
+            join = {
+                "group_id": group,
+                "session_timeout_ms": 10000,
+                "rebalance_timeout_ms": 10000,
+                "member_id": "",
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            }
+            group_errors = {
+                node_id: (
+                    _partition_code(await c.request(ApiKey.OFFSET_COMMIT, commit, version=8)),
+                    (await c.request(ApiKey.JOIN_GROUP, join, version=5)).error_code,
+                )
+                for node_id, c in connections.items()
+            }
+            return rounds, group_errors
+        finally:
+            for connection in connections.values():
+                await connection.aclose()
+
+
+def _first_code(answer: Any) -> int:
+    return answer.coordinators[0].error_code
+
+
+def _partition_code(answer: Any) -> int:
+    """The error of the one partition an OffsetCommit / TxnOffsetCommit answer carries."""
+    ((partition,),) = [topic.partitions for topic in answer.topics]
+    return partition.error_code
 
 
 def test_topic_config_changes_reach_every_broker_and_stay(healthy_cluster: Cluster) -> None:

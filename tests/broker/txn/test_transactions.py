@@ -180,7 +180,15 @@ async def test_add_offsets_adds_the_group_offsets_partition(client) -> None:
     pid, epoch = await _init_ok(client)
     body = {"transactional_id": TXN, "producer_id": pid, "producer_epoch": epoch, "group_id": "g"}
     assert (await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 0, body)).error_code == ErrorCode.NONE
+    described = await client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TXN]})
+    assert [t.topic for t in described.transaction_states[0].topics] == ["__consumer_offsets"]
+    # As in Kafka the partition is only computed: the topic is not created here (a group lookup creates it), and the
+    # transaction commits at once, the marker of a partition whose topic does not exist skipped.
+    metadata = await client.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
+    assert "__consumer_offsets" not in {t.name for t in metadata.topics}
     assert await _end(client, pid, epoch, commit=True) == ErrorCode.NONE
+    described = await client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TXN]})
+    assert described.transaction_states[0].transaction_state == "CompleteCommit"
 
 
 async def test_timed_out_transaction_is_aborted_and_fenced(start_broker) -> None:
