@@ -7,7 +7,9 @@ to output topics on three brokers and etcd while brokers are bounced in rolling 
 Not collected by pytest (CI runs the short form, ``tests/cluster/test_bounces.py``). Long form::
 
     .venv/bin/python tests/torture/bounce_torture.py --bounces 30 --records 20000 [--batch 500] [--seed N] \\
-        [--clients confluent,kafka-python,oncelog] [--keep DIR]
+        [--clients confluent,kafka-python,oncelog] [--keep DIR] [--set transaction.marker.wait.ms=0 ...]
+
+``--set`` adds broker settings (``transaction.marker.wait.ms=0``: Kafka's commit order).
 
 Exit status 0 when every output is exactly its input and the reader saw nothing else, 1 otherwise.
 """
@@ -49,12 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="confluent,kafka-python,oncelog")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, default=None, help="directory for the copiers' logs (kept)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a broker setting")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bounce-torture-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        with Cluster(3, SETTINGS) as cluster:
+        with Cluster(3, {**SETTINGS, **dict(s.split("=", 1) for s in args.set)}) as cluster:
             result = run_bounces(
                 cluster,
                 args.clients.split(","),
