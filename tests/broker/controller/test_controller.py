@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
 import pytest
 import trio
 from oncelog.broker.controller.controller import ClusterController, controlled_shutdown
@@ -21,6 +25,42 @@ async def register(client: EtcdClient, layout: Layout, broker_id: int) -> Lease:
     return lease
 
 
+@dataclass
+class Registered:
+    """etcd holding brokers' registrations and a topic "t", with a follower of its metadata."""
+
+    client: EtcdClient
+    layout: Layout
+    leases: dict[int, Lease]
+    follower: MetadataFollower
+    #: The follower's first image.
+    image: MetadataImage
+    nursery: trio.Nursery
+
+
+@asynccontextmanager
+async def registered(
+    etcd: EtcdProcess, request: pytest.FixtureRequest, brokers: tuple[int, ...], partitions: int, factor: int
+) -> AsyncIterator[Registered]:
+    """``brokers`` registered under leases in a namespace of the test's own, topic "t" created over them, and a
+    metadata follower running; everything started here stops when the block ends."""
+    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
+    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
+        leases = {b: await register(client, layout, b) for b in brokers}
+        await create_topic(
+            client,
+            layout,
+            name="t",
+            partitions=partitions,
+            replication_factor=factor,
+            live_brokers=dict.fromkeys(leases),
+        )
+        follower = MetadataFollower(client, layout)
+        image = await nursery.start(follower.run)
+        yield Registered(client, layout, leases, follower, image, nursery)
+        nursery.cancel_scope.cancel()
+
+
 async def until(follower: MetadataFollower, done: object, timeout_s: float = 15) -> MetadataImage:
     with trio.fail_after(timeout_s):
         image = follower.image
@@ -36,14 +76,8 @@ def led_by(image: MetadataImage, broker_id: int) -> list[tuple[str, int]]:
 async def test_leaders_move_when_a_broker_dies_and_come_back_when_it_returns(
     etcd: EtcdProcess, request: pytest.FixtureRequest
 ) -> None:
-    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
-    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
-        leases = {b: await register(client, layout, b) for b in (1, 2, 3)}
-        await create_topic(
-            client, layout, name="t", partitions=6, replication_factor=3, live_brokers=dict.fromkeys(leases)
-        )
-        follower = MetadataFollower(client, layout)
-        await nursery.start(follower.run)
+    async with registered(etcd, request, (1, 2, 3), partitions=6, factor=3) as r:
+        client, layout, leases, follower, nursery = r.client, r.layout, r.leases, r.follower, r.nursery
         controllers = {
             b: ClusterController(client, layout, follower, broker_id=b, lease_id=leases[b].id, rebalance_interval_s=0.3)
             for b in (1, 2, 3)
@@ -93,18 +127,11 @@ async def test_leaders_move_when_a_broker_dies_and_come_back_when_it_returns(
             )
         back = await until(follower, lambda i: sorted(led_by(i, victim)) == sorted(lost))
         assert all(len(s.isr) == 3 for s in back.topic_partitions().values())
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_deposed_controller_writes_nothing(etcd: EtcdProcess, request: pytest.FixtureRequest) -> None:
-    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
-    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
-        leases = {b: await register(client, layout, b) for b in (1, 2)}
-        await create_topic(
-            client, layout, name="t", partitions=2, replication_factor=2, live_brokers=dict.fromkeys(leases)
-        )
-        follower = MetadataFollower(client, layout)
-        await nursery.start(follower.run)
+    async with registered(etcd, request, (1, 2), partitions=2, factor=2) as r:
+        client, layout, leases, follower = r.client, r.layout, r.leases, r.follower
         stale = ClusterController(client, layout, follower, broker_id=1, lease_id=leases[1].id, auto_rebalance=False)
         await client.put(layout.controller, b"2", lease=leases[2].id)  # broker 2 is the controller now
         await client.revoke_lease(leases[1].id)  # broker 1 left: a controller would move its leaderships
@@ -113,36 +140,23 @@ async def test_a_deposed_controller_writes_nothing(etcd: EtcdProcess, request: p
         with pytest.raises(GuardFailed):
             await stale.elect_leaders(image, old_epoch)
         assert led_by(await until(follower, lambda i: True), 1)  # nothing was written
-        nursery.cancel_scope.cancel()
 
 
 async def test_controlled_shutdown_moves_everything_away(etcd: EtcdProcess, request: pytest.FixtureRequest) -> None:
-    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
-    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
-        leases = {b: await register(client, layout, b) for b in (1, 2, 3)}
-        await create_topic(
-            client, layout, name="t", partitions=9, replication_factor=3, live_brokers=dict.fromkeys(leases)
-        )
-        follower = MetadataFollower(client, layout)
-        image = await nursery.start(follower.run)
+    async with registered(etcd, request, (1, 2, 3), partitions=9, factor=3) as r:
+        client, layout, follower = r.client, r.layout, r.follower
+        image = r.image
         assert await controlled_shutdown(client, layout, image, 2) == 9
         after = await until(follower, lambda i: not led_by(i, 2))
         assert all(2 not in s.isr and len(s.isr) == 2 for s in after.topic_partitions().values())
-        nursery.cancel_scope.cancel()
 
 
 async def test_no_broker_in_controlled_shutdown_is_elected(etcd: EtcdProcess, request: pytest.FixtureRequest) -> None:
     """Kafka's controller elects no broker in controlled shutdown (``isAcceptableLeader``): a partition whose only
     in-sync replica is shutting down stays without a leader, neither the election nor the preferred-leader rebalance
     hands it back; once the broker is active again (its mark gone: a new session deletes it) it is elected."""
-    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
-    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
-        leases = {b: await register(client, layout, b) for b in (1, 2, 3)}
-        await create_topic(
-            client, layout, name="t", partitions=3, replication_factor=1, live_brokers=dict.fromkeys(leases)
-        )
-        follower = MetadataFollower(client, layout)
-        await nursery.start(follower.run)
+    async with registered(etcd, request, (1, 2, 3), partitions=3, factor=1) as r:
+        client, layout, leases, follower, nursery = r.client, r.layout, r.leases, r.follower, r.nursery
         await client.put(layout.shutting_down(2), b"", lease=leases[2].id)
         image = await until(follower, lambda i: 2 in i.shutting_down)
         (only_on_2,) = led_by(image, 2)
@@ -162,7 +176,6 @@ async def test_no_broker_in_controlled_shutdown_is_elected(etcd: EtcdProcess, re
         await client.delete(layout.shutting_down(2))
         back = await until(follower, lambda i: i.partition(*only_on_2).leader == 2)
         assert back.partition(*only_on_2).isr == (2,)
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_rebalance_from_a_stale_image_skips_partitions_already_back_with_their_preferred_leader(
@@ -171,14 +184,9 @@ async def test_a_rebalance_from_a_stale_image_skips_partitions_already_back_with
     """The rebalance decides on an image; a partition it would move may be back with its preferred replica by the
     time it writes (another round, ElectLeaders): that change is skipped (ELECTION_NOT_NEEDED), the others made, and
     the controller goes on (before, the refusal ended the controller's task)."""
-    layout = Layout(parse_etcd_connect(f"{etcd.endpoint}/{request.node.name}"))
-    async with EtcdClient([etcd.url]) as client, trio.open_nursery() as nursery:
-        leases = {b: await register(client, layout, b) for b in (1, 2)}
-        await create_topic(
-            client, layout, name="t", partitions=2, replication_factor=2, live_brokers=dict.fromkeys(leases)
-        )
-        follower = MetadataFollower(client, layout)
-        image = await nursery.start(follower.run)
+    async with registered(etcd, request, (1, 2), partitions=2, factor=2) as r:
+        client, layout, leases, follower = r.client, r.layout, r.leases, r.follower
+        image = r.image
         topic_id = image.topics["t"].topic_id
 
         async def set_leader(index: int, leader: int) -> None:
@@ -204,4 +212,3 @@ async def test_a_rebalance_from_a_stale_image_skips_partitions_already_back_with
         now = await until(follower, lambda i: i.partition("t", 1).leader == i.partition("t", 1).replicas[0])
         assert now.partition("t", 0).leader == now.partition("t", 0).replicas[0]
         assert now.partition("t", 0).leader_epoch == stale.partition("t", 0).leader_epoch + 1  # written once, not twice
-        nursery.cancel_scope.cancel()
