@@ -111,6 +111,18 @@ def transaction_after(cluster: Cluster, transactional_id: str) -> list[bytes]:
     return values
 
 
+def transaction_begun(cluster: Cluster, transactional_id: str, prefix: str) -> tuple[Producer, list[bytes]]:
+    """A producer of ``transactional_id`` with 30 records (``prefix``-N) sent across TOPIC's partitions in a
+    transaction it has begun."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    values = [f"{prefix}-{i}".encode() for i in range(30)]
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, value, partition=i % 3)
+    return producer, values
+
+
 @pytest.mark.parametrize(
     "cluster", ["txn.after_prepare", "txn.after_first_marker", "txn.before_complete"], indirect=True
 )
@@ -118,12 +130,7 @@ def test_a_commit_decided_by_a_coordinator_killed_before_its_markers_is_finished
     cluster: Cluster,
 ) -> None:
     transactional_id = prepare(cluster)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id})
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    committed = [f"committed-{i}".encode() for i in range(30)]
-    for i, value in enumerate(committed):
-        producer.produce(TOPIC, value, partition=i % 3)
+    producer, committed = transaction_begun(cluster, transactional_id, "committed")
     assert producer.flush(30) == 0
     end_transaction(producer, commit=True)
     assert cluster.brokers[DOOMED].wait_exit(60) != 0  # killed at the fault point, after PrepareCommit
@@ -144,12 +151,7 @@ def test_a_commit_answered_in_kafkas_order_is_finished_by_the_next_coordinator(c
     """``transaction.marker.wait.ms=0``: the commit returns once PrepareCommit is durable and replicated; the
     coordinator then dies writing the markers, and the broker that takes over the id writes them."""
     transactional_id = prepare(cluster)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id})
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    committed = [f"committed-{i}".encode() for i in range(30)]
-    for i, value in enumerate(committed):
-        producer.produce(TOPIC, value, partition=i % 3)
+    producer, committed = transaction_begun(cluster, transactional_id, "committed")
     producer.commit_transaction(60)  # answered before the markers, so before the fault point kills the coordinator
     assert cluster.brokers[DOOMED].wait_exit(60) != 0
     assert sorted(read_committed(cluster, len(committed))) == sorted(committed)
@@ -160,11 +162,7 @@ def test_a_commit_answered_in_kafkas_order_is_finished_by_the_next_coordinator(c
 @pytest.mark.parametrize("cluster", ["txn.after_first_marker"], indirect=True)
 def test_b_an_abort_decided_by_a_killed_coordinator_leaves_nothing_visible(cluster: Cluster) -> None:
     transactional_id = prepare(cluster)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id})
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    for i in range(30):
-        producer.produce(TOPIC, f"aborted-{i}".encode(), partition=i % 3)
+    producer, _aborted = transaction_begun(cluster, transactional_id, "aborted")
     assert producer.flush(30) == 0
     end_transaction(producer, commit=False)
     assert cluster.brokers[DOOMED].wait_exit(60) != 0  # killed after PrepareAbort and one marker
