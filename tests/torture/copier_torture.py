@@ -8,6 +8,8 @@ Not collected by pytest (CI runs the short form, ``tests/interop/test_copier.py`
     .venv/bin/python tests/torture/copier_torture.py --copier-kills 20 --broker-kills 5 --records 10000 \\
         --client confluent          # or kafka-python; --seed N, --batch N, --keep DIR to keep logs and data
 
+``--set KEY=VALUE`` adds a broker setting (``transaction.marker.wait.ms=0``: Kafka's commit order).
+
 Exit status 0 when the output is exactly once, 1 otherwise (the differences are printed).
 """
 
@@ -38,12 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100, help="records per transaction at most")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, default=None, help="directory for data and logs (kept afterwards)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a broker setting")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="copier-torture-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        broker = BrokerProcess(work / "data", settings=BROKER_SETTINGS)
+        settings = {**BROKER_SETTINGS, **dict(s.split("=", 1) for s in args.set)}
+        broker = BrokerProcess(work / "data", settings=settings)
         try:
             broker.start()
             result = run_chaos(
