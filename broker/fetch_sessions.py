@@ -3,9 +3,12 @@
 A follower's fetch that asks for a session (session id 0, epoch 0) is answered in full and opens one; after that the
 follower lists only the partitions whose fetch position changed (and ``forgotten_topics_data`` for those it stopped
 fetching), and the answer holds only the partitions with something new: records, an error, or a changed high
-watermark, last stable offset or log start offset. Every partition of the session is still read on every fetch, so
-the follower's progress (high watermark, ISR) is noted as before; what a session saves is listing, encoding and
-decoding the idle ones, which dominates a round on a broker following many partitions.
+watermark, last stable offset or log start offset. What a session saves is listing, encoding and decoding the idle
+partitions, which dominates a round on a broker following many partitions; and reading them: a partition whose last
+answer found the follower at the log end with nothing more to tell it keeps a mark
+(``ReplicaManager.follower_idle_mark``), and while nothing it holds moves the partition is not read again, only the
+follower noted caught up there (``ReplicaManager.follower_still_idle``), so the follower's progress and the ISR are
+kept exactly as a read would keep them.
 
 Guarantees, as Kafka's:
 - epochs: a session's fetches carry 1, 2, ... (wrapping to 1 after 2**31-1); another epoch is answered
@@ -25,8 +28,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from oncelog.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from oncelog.broker.replica_manager import FollowerIdleMark
 
 #: Kafka's FetchRequest.INVALID_SESSION_ID, FINAL_EPOCH (no session) and INITIAL_EPOCH (open one).
 NO_SESSION_ID = 0
@@ -60,6 +67,8 @@ class FetchSession:
     partitions: dict[str, dict[int, object]] = field(default_factory=dict)
     #: What each partition's last answer told the follower.
     seen: dict[TopicPartition, _Seen] = field(default_factory=dict)
+    #: The partitions the last answer found idle (the follower at the log end, told everything), with what was seen.
+    idle: dict[TopicPartition, FollowerIdleMark] = field(default_factory=dict)
 
     def update(self, listed: dict[str, dict[int, object]], forgotten: Iterable[TopicPartition]) -> None:
         """Apply an incremental request: ``forgotten`` leave, ``listed`` join or take their new positions."""
@@ -70,8 +79,11 @@ class FetchSession:
                 if not per_topic:
                     del self.partitions[topic]
             self.seen.pop((topic, index), None)
+            self.idle.pop((topic, index), None)
         for topic, per_topic in listed.items():
             self.partitions.setdefault(topic, {}).update(per_topic)
+            for index in per_topic:
+                self.idle.pop((topic, index), None)
 
     def changed(self, topic: str, index: int, error: int, records: int, seen: tuple[int, int, int]) -> bool:
         """Whether an incremental answer must carry this partition (Kafka's CachedPartition.maybeUpdateResponseData),

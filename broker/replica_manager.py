@@ -25,7 +25,7 @@ from oncelog.broker.controller.partition_change import NO_LEADER, PartitionState
 from oncelog.broker.fetch_wait import FetchWaiter, VisibleEnds
 from oncelog.broker.flusher import UNWAITED_FLUSH_DELAY_S, LogFlusher, SyncWaiter
 from oncelog.broker.replication.leader_state import REPLICA_LAG_TIME_MAX_MS, IncarnationOf, single_incarnation
-from oncelog.broker.replication.partitions import PartitionRoles, Transition
+from oncelog.broker.replication.partitions import PartitionRole, PartitionRoles, Transition
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.messages.delete_records import HIGH_WATERMARK, INVALID_LOW_WATERMARK
 from oncelog.storage import errors as storage_errors
@@ -102,6 +102,22 @@ class PartitionRead:
     log_start_offset: int = -1
     #: (producer id, first offset) of aborted transactions overlapping the records (read_committed only).
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True, eq=False)
+class FollowerIdleMark:
+    """A follower's read of a led partition that found it at the log end with nothing to learn beyond what its
+    answer told it (``ReplicaManager.follower_idle_mark``). While the partition keeps this log, this role and
+    state, and this log end, high watermark and log start offset, a fetch from the same position would read
+    nothing and answer the same high watermark, last stable offset (it moves only with an append or the high
+    watermark) and log start: ``follower_still_idle`` then only notes the follower caught up."""
+
+    log: PartitionLog
+    role: PartitionRole
+    state: PartitionState
+    end: int
+    high_watermark: int
+    log_start: int
 
 
 @dataclass(frozen=True)
@@ -595,6 +611,46 @@ class ReplicaManager:
         read.high_watermark = partition_log.high_watermark
         read.last_stable_offset = partition_log.last_stable_offset
         return read
+
+    def follower_idle_mark(
+        self, topic: str, partition: int, offset: int, read: PartitionRead
+    ) -> FollowerIdleMark | None:
+        """The mark of ``read`` (just made by ``read_for_follower`` from ``offset``) when it found the follower at
+        the log end with no error, else None."""
+        partition_log = self.logs.get(topic, partition)
+        role = self.roles.get((topic, partition))
+        if (
+            read.error != ErrorCode.NONE
+            or read.records
+            or partition_log is None
+            or role is None
+            or role.leading is None
+            or offset != partition_log.log_end_offset
+        ):
+            return None
+        return FollowerIdleMark(
+            partition_log, role, role.state, offset, partition_log.high_watermark, partition_log.log_start_offset
+        )
+
+    def follower_still_idle(
+        self, topic: str, partition: int, replica: int, offset: int, mark: FollowerIdleMark, now_ms: int
+    ) -> bool:
+        """True when a follower's fetch from ``offset`` would find the partition as ``mark`` saw it: nothing to
+        read or tell, and the follower, in the ISR, caught up as before (noted as ``read_for_follower`` notes it).
+        False when anything moved: read it."""
+        partition_log = mark.log
+        role = mark.role
+        return (
+            offset == mark.end
+            and self.logs.get(topic, partition) is partition_log
+            and self.roles.get((topic, partition)) is role
+            and role.state is mark.state
+            and partition_log.log_end_offset == offset
+            and partition_log.high_watermark == mark.high_watermark
+            and partition_log.log_start_offset == mark.log_start
+            and role.leading is not None
+            and role.leading.still_caught_up(replica, offset, offset, now_ms, self.incarnation_of)
+        )
 
     def replication_outcome(self, topic: str, partition: int, end_offset: int) -> ErrorCode | None:
         """How an acks=all append ending at ``end_offset`` is answered now, or None while it must wait: once the

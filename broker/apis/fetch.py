@@ -42,7 +42,7 @@ from oncelog.broker.fetch_sessions import (
     next_epoch,
 )
 from oncelog.broker.fetch_wait import FetchWaiter, bytes_between
-from oncelog.broker.replica_manager import READ_COMMITTED, PartitionRead
+from oncelog.broker.replica_manager import READ_COMMITTED, FollowerIdleMark, PartitionRead
 from oncelog.broker.request import Request
 from oncelog.protocol import ErrorCode
 from oncelog.protocol.records.batch import holds_codec
@@ -143,8 +143,16 @@ def max_response_bytes(broker: Broker, request: Request) -> int:
 
 
 async def _read_all(
-    broker: Broker, request: Request, wanted: dict[str, dict[int, object]], ids: TopicIds | None
+    broker: Broker,
+    request: Request,
+    wanted: dict[str, dict[int, object]],
+    ids: TopicIds | None,
+    idle: dict[tuple[str, int], FollowerIdleMark] | None = None,
+    marks: dict[tuple[str, int], FollowerIdleMark] | None = None,
 ) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
+    """Each partition's read, and the record bytes read in all. A follower's fetch skips the partitions of ``idle``
+    that are still idle (``ReplicaManager.follower_still_idle``; the marks of the others are dropped) and adds to
+    ``marks`` those it finds idle."""
     remaining = max_response_bytes(broker, request)
     hold = request.response_hold
     if hold is not None:
@@ -166,6 +174,11 @@ async def _read_all(
             elif ids is not None and topic.topic_id != ids.by_name[name]:
                 read = PartitionRead(ErrorCode.INCONSISTENT_TOPIC_ID)  # recreated since the id was resolved
             else:
+                if idle is not None and (mark := idle.get((name, index))) is not None:
+                    offset = partition_request.fetch_offset  # type: ignore[attr-defined]
+                    if broker.replicas.follower_still_idle(name, index, follower, offset, mark, timestamp):
+                        continue
+                    del idle[(name, index)]
                 read_since_checkpoint += 1
                 if read_since_checkpoint >= PARTITIONS_PER_CHECKPOINT:
                     read_since_checkpoint = 0
@@ -182,15 +195,12 @@ async def _read_all(
                 # minOneMessage, KIP-74), so a consumer always makes progress.
                 limit = min(partition_request.partition_max_bytes, max(remaining, 0))  # type: ignore[attr-defined]
                 if follower >= 0:
+                    offset = partition_request.fetch_offset  # type: ignore[attr-defined]
                     read = broker.replicas.read_for_follower(
-                        name,
-                        index,
-                        follower,
-                        partition_request.fetch_offset,  # type: ignore[attr-defined]
-                        limit,
-                        timestamp,
-                        min_one_batch=total == 0,
+                        name, index, follower, offset, limit, timestamp, min_one_batch=total == 0
                     )
+                    if marks is not None and (mark := broker.replicas.follower_idle_mark(name, index, offset, read)):
+                        marks[(name, index)] = mark
                 else:
                     read = broker.replicas.read(
                         name,
@@ -339,18 +349,27 @@ async def handle(broker: Broker, request: Request) -> dict:
             wanted = session.partitions
     watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
-    results, total = await _read_all(broker, request, wanted, ids)
+    # An incremental answer leaves out the partitions still idle since the last answer, unread.
+    idle = session.idle if session is not None and incremental else None
+    marks: dict[tuple[str, int], FollowerIdleMark] | None = {} if session is not None else None
+    results, total = await _read_all(broker, request, wanted, ids, idle, marks)
     has_error = ids is not None and bool(ids.unknown)
     has_error = has_error or any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
     if total < body.min_bytes and not has_error and trio.current_time() < deadline and watched:
         await _park(broker, request, wanted, watched, deadline)
-        results, total = await _read_all(broker, request, wanted, ids)
+        # Only marks of the read that is answered: the first read's answer is never sent.
+        marks = {} if session is not None else None
+        results, total = await _read_all(broker, request, wanted, ids, idle, marks)
     if session is None:
         return _response(results, body.isolation_level, ids)
     if broker.fetch_sessions.get(session.session_id) is not session:
         # Closed or replaced (a newer fetch of the follower) while this one was parked: answer it in full.
+        if idle:
+            results, _total = await _read_all(broker, request, wanted, ids)
         return _response(results, body.isolation_level, ids)
     answer = _session_answer(session, results, incremental=incremental)
+    assert marks is not None
+    session.idle.update(marks)
     return _response(answer, body.isolation_level, ids, session.session_id)
 
 

@@ -4,7 +4,10 @@ follower 2 (followers 2 and 3 are not running), and a three-node cluster whose l
 
 from __future__ import annotations
 
+import collections
+
 import trio
+from oncelog.broker.clock import now_ms
 from oncelog.broker.fetch_sessions import FetchSessions, next_epoch
 from oncelog.broker.replication.fetch_session import FollowerSession
 from oncelog.protocol import ApiKey, ErrorCode
@@ -214,3 +217,117 @@ async def test_followers_replicate_in_sessions_and_start_over_when_the_leader_dr
         await until(lambda: len(sessions) == 2)
     assert all(end_offset(cluster, n) == rounds for n in (1, 2, 3))
     assert log_bytes(cluster, 2) == log_bytes(cluster, 1) == log_bytes(cluster, 3)
+
+
+# --- idle partitions: not read again until something the follower must learn moves ------------------------------
+
+
+def _told(response) -> dict[int, tuple[int, int, int, int]]:
+    """partition -> (error, high watermark, log start offset, record bytes)."""
+    return {
+        p.partition_index: (p.error_code, p.high_watermark, p.log_start_offset, len(p.records or b""))
+        for topic in response.responses
+        for p in topic.partitions
+    }
+
+
+def _count_reads(cluster, monkeypatch) -> collections.Counter:
+    """Partitions the leader (node 1) reads for followers, counted from now on."""
+    replicas = cluster.node(1).replicas
+    real = replicas.read_for_follower
+    reads: collections.Counter = collections.Counter()
+
+    def counted(topic, partition, *args, **kwargs):
+        reads[partition] += 1
+        return real(topic, partition, *args, **kwargs)
+
+    monkeypatch.setattr(replicas, "read_for_follower", counted)
+    return reads
+
+
+async def test_an_idle_partition_is_not_read_again_until_something_it_would_tell_moves(
+    make_cluster, monkeypatch
+) -> None:
+    cluster = await make_cluster([1])
+    await cluster.create_topic(TOPIC, PARTITIONS)
+    for index in range(PARTITIONS):
+        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    replicas = cluster.node(1).replicas
+    leader = await connect(cluster, 1)
+    follower = await connect(cluster, 1)
+    opened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, dict.fromkeys(range(4), 0)))
+    sid, epoch = opened.session_id, 1
+    reads = _count_reads(cluster, monkeypatch)
+
+    async def fetch(listed=None) -> dict:
+        nonlocal epoch
+        answer = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, epoch, listed or {}))
+        assert answer.error_code == ErrorCode.NONE
+        epoch += 1
+        return _told(answer)
+
+    # Idle: nothing read, nothing answered, and the follower is still noted caught up at each fetch.
+    await trio.sleep(0.05)
+    before = now_ms()
+    for _ in range(3):
+        assert await fetch() == {}
+    assert reads == {}
+    progress = replicas.roles.get((TOPIC, 1)).leading.followers[2]
+    assert progress.last_caught_up_ms >= before and progress.last_fetch_ms >= before
+
+    # An append: only that partition is read and answered; the follower's new position moves the high watermark,
+    # which it is told; then it is idle again.
+    body = produce_body(TOPIC, 1, batch([b"a", b"b"]), acks=1)
+    assert (await leader.request(ApiKey.PRODUCE, 9, body)).responses[0].partition_responses[0].error_code == 0
+    told = await fetch()
+    assert list(told) == [1] and told[1][3] > 0 and set(reads) == {1}
+    assert await fetch({1: 2}) == {1: (ErrorCode.NONE, 2, 0, 0)}
+    reads.clear()
+    assert await fetch() == {} and reads == {}
+
+    # Records deleted below the high watermark: the new log start offset is told.
+    assert replicas.delete_records({(TOPIC, 1): 1})[(TOPIC, 1)].error == ErrorCode.NONE
+    assert await fetch() == {1: (ErrorCode.NONE, 2, 1, 0)}
+    assert await fetch() == {}
+
+    # A new leader epoch (same leader): the follower, fetching with the old one, is told it is fenced.
+    cluster.apply(TOPIC, 2, led_by(1, (1, 2), isr=(1, 2), leader_epoch=1))
+    assert await fetch() == {2: (ErrorCode.FENCED_LEADER_EPOCH, -1, -1, 0)}
+    # The follower left the ISR: its partition is read again (its fetch is what lets it rejoin), with nothing new
+    # (partition 2's error is answered again, before any read).
+    reads.clear()
+    cluster.apply(TOPIC, 3, led_by(1, (1, 2), isr=(1,), partition_epoch=1))
+    told = await fetch()
+    assert 3 not in told and set(reads) == {3}
+
+
+async def test_an_idle_followers_high_watermark_moved_by_the_other_follower_is_told(make_cluster) -> None:
+    """Follower 2 is at the log end, so its partition is idle to its session; follower 3's fetch then moves the high
+    watermark without an append, and follower 2's next fetch is told the new one."""
+    cluster = await make_cluster([1])
+    await cluster.create_topic(TOPIC, 1)
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2, 3), isr=(1, 2, 3)))
+    leader = await connect(cluster, 1)
+    sessions = {}
+    epochs = {}
+    for replica in (2, 3):
+        client = await connect(cluster, 1)
+        opened = await client.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, {0: 0}, replica=replica))
+        sessions[replica], epochs[replica] = (client, opened.session_id), 1
+
+    async def fetch(replica: int, listed=None) -> dict:
+        client, sid = sessions[replica]
+        body = _follower_fetch(sid, epochs[replica], listed or {}, replica=replica)
+        answer = await client.request(ApiKey.FETCH, FETCH_VERSION, body)
+        assert answer.error_code == ErrorCode.NONE
+        epochs[replica] += 1
+        return _told(answer)
+
+    assert (await produce(leader, batch([b"a"]), acks=1)).error_code == ErrorCode.NONE
+    assert (await fetch(2))[0][3] > 0
+    assert await fetch(2, {0: 1}) == {}  # at the log end; the high watermark waits for follower 3
+    assert await fetch(2) == {}
+    assert (await fetch(3))[0][3] > 0
+    assert await fetch(3, {0: 1}) == {0: (ErrorCode.NONE, 1, 0, 0)}
+    assert await fetch(2) == {0: (ErrorCode.NONE, 1, 0, 0)}
+    assert await fetch(2) == {}
