@@ -331,3 +331,36 @@ async def test_an_idle_followers_high_watermark_moved_by_the_other_follower_is_t
     assert await fetch(3, {0: 1}) == {0: (ErrorCode.NONE, 1, 0, 0)}
     assert await fetch(2) == {0: (ErrorCode.NONE, 1, 0, 0)}
     assert await fetch(2) == {}
+
+
+async def test_a_fetch_parked_while_its_session_is_replaced_is_answered_in_full(make_cluster) -> None:
+    """The follower opened a new session while its incremental fetch was parked: that fetch is answered in full,
+    the partitions its old session found idle included."""
+    cluster = await make_cluster([1])
+    await cluster.create_topic(TOPIC, PARTITIONS)
+    for index in range(PARTITIONS):
+        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    leader = await connect(cluster, 1)
+    follower = await connect(cluster, 1)
+    opened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, dict.fromkeys(range(4), 0)))
+    sid = opened.session_id
+    assert _told(await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, 1, {}))) == {}
+    parked_body = _follower_fetch(sid, 2, {}) | {"max_wait_ms": 10_000}
+    answers = []
+
+    async def parked() -> None:
+        answers.append(await follower.request(ApiKey.FETCH, FETCH_VERSION, parked_body))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(parked)
+        session = cluster.node(1).fetch_sessions.get(sid)
+        await until(lambda: session.epoch == 3)  # applied, and parked in the same step
+        other = await connect(cluster, 1)
+        reopened = await other.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, dict.fromkeys(range(4), 0)))
+        assert reopened.session_id not in (0, sid)
+        body = produce_body(TOPIC, 1, batch([b"a"]), acks=1)
+        assert (await leader.request(ApiKey.PRODUCE, 9, body)).responses[0].partition_responses[0].error_code == 0
+    (answer,) = answers
+    assert answer.session_id == 0
+    told = _told(answer)
+    assert sorted(told) == [0, 1, 2, 3] and told[1][3] > 0
