@@ -41,7 +41,12 @@ class Cluster:
         self.etcd.start()
         for broker in self.brokers.values():
             broker.start()
-        self.wait_for(lambda md: len(md.brokers) == len(self.brokers) and md.controller_id > 0, "every broker")
+        try:
+            self.wait_for(lambda md: len(md.brokers) == len(self.brokers) and md.controller_id > 0, "every broker")
+        except AssertionError as exc:
+            # Why a broker never joined is in its own log, which goes with the cluster's directory: keep its end.
+            tails = "".join(f"\n--- broker {n} ---\n{b.stderr_tail(4000)}" for n, b in self.brokers.items())
+            raise AssertionError(f"{exc}{tails}") from None
         return self
 
     def admin(self) -> AdminClient:
