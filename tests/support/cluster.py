@@ -38,15 +38,21 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     def start(self) -> Cluster:
-        self.etcd.start()
-        for broker in self.brokers.values():
-            broker.start()
+        """Start etcd and every broker and wait until Metadata lists them all. If that fails, everything started is
+        stopped (``with`` never calls ``__exit__`` when ``__enter__`` raises), and a broker missing from Metadata
+        is explained by each broker's log tail, kept in the error (the logs go with the cluster's directory)."""
         try:
+            self.etcd.start()
+            for broker in self.brokers.values():
+                broker.start()
             self.wait_for(lambda md: len(md.brokers) == len(self.brokers) and md.controller_id > 0, "every broker")
         except AssertionError as exc:
-            # Why a broker never joined is in its own log, which goes with the cluster's directory: keep its end.
             tails = "".join(f"\n--- broker {n} ---\n{b.stderr_tail(4000)}" for n, b in self.brokers.items())
+            self.close()
             raise AssertionError(f"{exc}{tails}") from None
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def admin(self) -> AdminClient:
