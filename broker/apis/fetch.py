@@ -174,8 +174,8 @@ async def _read_all(
             elif ids is not None and topic.topic_id != ids.by_name[name]:
                 read = PartitionRead(ErrorCode.INCONSISTENT_TOPIC_ID)  # recreated since the id was resolved
             else:
+                offset = partition_request.fetch_offset  # type: ignore[attr-defined]
                 if idle is not None and (mark := idle.get((name, index))) is not None:
-                    offset = partition_request.fetch_offset  # type: ignore[attr-defined]
                     if broker.replicas.follower_still_idle(name, index, follower, offset, mark, timestamp):
                         continue
                     del idle[(name, index)]
@@ -195,7 +195,6 @@ async def _read_all(
                 # minOneMessage, KIP-74), so a consumer always makes progress.
                 limit = min(partition_request.partition_max_bytes, max(remaining, 0))  # type: ignore[attr-defined]
                 if follower >= 0:
-                    offset = partition_request.fetch_offset  # type: ignore[attr-defined]
                     read = broker.replicas.read_for_follower(
                         name, index, follower, offset, limit, timestamp, min_one_batch=total == 0
                     )
@@ -205,7 +204,7 @@ async def _read_all(
                     read = broker.replicas.read(
                         name,
                         index,
-                        partition_request.fetch_offset,  # type: ignore[attr-defined]
+                        offset,
                         limit,
                         isolation,
                         min_one_batch=total == 0,
@@ -357,8 +356,8 @@ async def handle(broker: Broker, request: Request) -> dict:
     has_error = has_error or any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
     if total < body.min_bytes and not has_error and trio.current_time() < deadline and watched:
         await _park(broker, request, wanted, watched, deadline)
-        # Only marks of the read that is answered: the first read's answer is never sent.
-        marks = {} if session is not None else None
+        if marks is not None:
+            marks.clear()  # only the marks of the read that is answered: the first read's answer is never sent
         results, total = await _read_all(broker, request, wanted, ids, idle, marks)
     if session is None:
         return _response(results, body.isolation_level, ids)
