@@ -45,7 +45,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 from oncelog.protocol.internal.java_hash import partition_for_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from support.cluster import Cluster
+from support.cluster import KAFKA_COMMIT_ORDER, Cluster
 from support.kafka_cluster import KafkaCluster
 
 VALUE = b"x" * 100
@@ -353,10 +353,6 @@ def _transactional_timed(bootstrap: str, topic: str, records: int) -> float:
             txn_started = time.perf_counter()
     producer.commit_transaction(120)
     return records / (time.perf_counter() - started)
-
-
-#: oncelog's setting for Kafka's commit order: EndTxn answered once PrepareCommit is durable, markers afterwards.
-KAFKA_COMMIT_ORDER = {"transaction.marker.wait.ms": 0}
 
 
 def transactional_throughput(

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from oncelog.protocol.internal.java_hash import partition_for_key
-from support.cluster import Cluster
+from support.cluster import KAFKA_COMMIT_ORDER, Cluster
 from support.committed import read_committed_values
 from support.copier_harness import (
     COPIER,
@@ -42,10 +42,6 @@ COPIER_STALL_S = 20.0
 #: The broker started with the fault point: it coordinates the transactional id under test.
 DOOMED = 1
 TOPIC = "orders"
-
-
-#: oncelog's setting for Kafka's commit order: EndTxn answered once PrepareCommit is durable, markers afterwards.
-KAFKA_COMMIT_ORDER = {"transaction.marker.wait.ms": 0}
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from support.cluster import Cluster
+from support.cluster import KAFKA_COMMIT_ORDER, Cluster
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_with_kafkas_commit_order_committed_transactions_are_visible_and_aborted
     client_log.setLevel(logging.DEBUG)
     lines: list[str] = []
     client_log.addHandler(_Collect(lines))
-    with Cluster(3, settings={"transaction.marker.wait.ms": 0}) as cluster:
+    with Cluster(3, settings=KAFKA_COMMIT_ORDER) as cluster:
         create(cluster, "kafka-order", partitions=3)
         producer = Producer(
             {

@@ -16,6 +16,8 @@ from support.etcd import EtcdProcess
 
 #: Cluster tests use a short session so a killed broker leaves the cluster quickly (whole seconds: etcd leases).
 SESSION_TIMEOUT_MS = 2000
+#: oncelog's setting for Kafka's commit order: EndTxn answered once PrepareCommit is durable, markers afterwards.
+KAFKA_COMMIT_ORDER = {"transaction.marker.wait.ms": 0}
 
 
 class Cluster:
