@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -75,3 +76,16 @@ def test_start_timeout_kills_the_process(tmp_path: Path) -> None:
         proc.start()
     assert proc.proc is None
     proc.close()
+
+
+def test_a_port_another_process_answers_on_is_no_start(tmp_path: Path, fake_cmd: list[str]) -> None:
+    """The broker cannot bind a port that is taken, and a connect answered by its taker must not pass for the broker
+    listening: the start reports the broker's failure."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        proc = BrokerProcess(tmp_path / "data", command=fake_cmd, port=squatter.getsockname()[1])
+        with pytest.raises(BrokerStartError, match="Address already in use"):
+            proc.start()
+        assert proc.proc is None
+        proc.close()

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from .ports import can_connect, free_port
+from .ports import can_connect, free_port, listening_inodes, socket_inodes
 
 HOST = "127.0.0.1"
 START_DEADLINE_S = 20.0
@@ -143,7 +143,9 @@ class BrokerProcess:
             if code is not None:
                 self.proc = None
                 raise BrokerStartError(f"broker exited with {code} before listening:\n{self.stderr_tail()}")
-            if all(can_connect(HOST, port) for port in (self.ports.values() or [self.port])):
+            ports = list(self.ports.values() or [self.port])
+            # A port another process answers on is not the broker's: ours then fails to bind and exits (above).
+            if all(can_connect(HOST, port) for port in ports) and self._listens_on(ports):
                 return self
             if time.monotonic() > end:
                 self.kill()
@@ -151,6 +153,12 @@ class BrokerProcess:
                     f"broker not accepting on {self.bootstrap} after {self.start_deadline_s}s:\n{self.stderr_tail()}"
                 )
             time.sleep(0.05)
+
+    def _listens_on(self, ports: list[int]) -> bool:
+        """Whether the broker (or a child of it) holds the socket listening on each of ``ports``."""
+        assert self.proc is not None
+        held = set().union(*(socket_inodes(pid) for pid in (self.proc.pid, *child_pids(self.proc.pid))))
+        return all(listening_inodes(port) & held for port in ports)
 
     def _signal_and_wait(self, sig: int, deadline_s: float) -> int | None:
         proc = self.proc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import time
 from collections import deque
@@ -10,6 +12,8 @@ from collections import deque
 REMEMBERED_PORTS = 4096
 #: Binds with port 0 ``free_port`` tries before it gives up.
 MAX_ATTEMPTS = 1000
+#: A listening socket's state in /proc/net/tcp.
+TCP_LISTEN = "0A"
 
 _handed_out: deque[int] = deque(maxlen=REMEMBERED_PORTS)
 _handed_out_set: set[int] = set()
@@ -33,6 +37,31 @@ def free_port() -> int:
             _handed_out_set.add(port)
             return port
     raise RuntimeError(f"no port free on 127.0.0.1 outside the last {REMEMBERED_PORTS} handed out")
+
+
+def listening_inodes(port: int) -> set[int]:
+    """The inodes of the sockets listening on TCP ``port`` at any local address (Linux: /proc/net/tcp and tcp6)."""
+    inodes: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table) as lines:
+            next(lines)  # the header
+            for line in lines:
+                fields = line.split()
+                if fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(int(fields[9]))
+    return inodes
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets process ``pid`` holds open (none once it is gone)."""
+    inodes: set[int] = set()
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(FileNotFoundError):  # closed meanwhile
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
 
 
 def can_connect(host: str, port: int, timeout: float = 0.2) -> bool:
