@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from .ports import connected_inode, socket_inodes
 
 HOST = "127.0.0.1"
 #: The destination of an etcd proxy's connections (any id no broker has).
@@ -41,27 +42,9 @@ class _Link:
     broken: bool = False
 
 
-def _socket_inode(local_port: int, remote_port: int) -> str | None:
-    """The inode of the loopback TCP socket bound to ``local_port`` and connected to ``remote_port``."""
-    wanted_local, wanted_remote = f"0100007F:{local_port:04X}", f"0100007F:{remote_port:04X}"
-    with open("/proc/net/tcp") as table:
-        for line in table.readlines()[1:]:
-            fields = line.split()
-            if fields[1] == wanted_local and fields[2] == wanted_remote:
-                return fields[9]
-    return None
-
-
-def _owner(inode: str, pids: dict[int, int]) -> int | None:
+def _owner(inode: int, pids: dict[int, int]) -> int | None:
     """The node whose process holds socket ``inode``."""
-    target = f"socket:[{inode}]"
-    for node, pid in pids.items():
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
-                        return node
-    return None
+    return next((node for node, pid in pids.items() if inode in socket_inodes(pid)), None)
 
 
 class Network:
@@ -106,7 +89,7 @@ class Network:
         return self._call(start)  # type: ignore[return-value]
 
     def _source_of(self, peer: tuple[str, int, int]) -> int | None:
-        inode = _socket_inode(peer[1], peer[2])
+        inode = connected_inode(peer[1], peer[2])
         return _owner(inode, self._node_pids()) if inode is not None else None
 
     def _cut(self, link: _Link) -> bool:

@@ -1,4 +1,4 @@
-"""Free TCP ports on 127.0.0.1."""
+"""TCP ports on 127.0.0.1: free ones to hand out, and which process holds a socket (Linux: /proc)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import socket
 import time
 from collections import deque
+from collections.abc import Iterator
 
 #: How many of its latest answers ``free_port`` never repeats.
 REMEMBERED_PORTS = 4096
@@ -39,25 +40,39 @@ def free_port() -> int:
     raise RuntimeError(f"no port free on 127.0.0.1 outside the last {REMEMBERED_PORTS} handed out")
 
 
-def listening_inodes(port: int) -> set[int]:
-    """The inodes of the sockets listening on TCP ``port`` at any local address (Linux: /proc/net/tcp and tcp6)."""
-    inodes: set[int] = set()
+def _tcp_sockets() -> Iterator[tuple[str, str, str, int]]:
+    """Every TCP socket of this network namespace as (local address, remote address, state, inode), the addresses
+    as the kernel writes them (hex ``ADDRESS:PORT``) (Linux: /proc/net/tcp and tcp6)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(FileNotFoundError), open(table) as lines:
             next(lines)  # the header
             for line in lines:
                 fields = line.split()
-                if fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    inodes.add(int(fields[9]))
-    return inodes
+                yield fields[1], fields[2], fields[3], int(fields[9])
+
+
+def listening_inodes(port: int) -> set[int]:
+    """The inodes of the sockets listening on TCP ``port`` at any local address."""
+    return {
+        inode
+        for local, _remote, state, inode in _tcp_sockets()
+        if state == TCP_LISTEN and int(local.rsplit(":", 1)[1], 16) == port
+    }
+
+
+def connected_inode(local_port: int, remote_port: int) -> int | None:
+    """The inode of the loopback TCP socket bound to 127.0.0.1:``local_port`` and connected to
+    127.0.0.1:``remote_port``, if there is one."""
+    wanted = (f"0100007F:{local_port:04X}", f"0100007F:{remote_port:04X}")
+    return next((inode for local, remote, _state, inode in _tcp_sockets() if (local, remote) == wanted), None)
 
 
 def socket_inodes(pid: int) -> set[int]:
     """The inodes of the sockets process ``pid`` holds open (none once it is gone)."""
     inodes: set[int] = set()
-    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+    with contextlib.suppress(OSError):  # gone
         for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(FileNotFoundError):  # closed meanwhile
+            with contextlib.suppress(OSError):  # closed meanwhile
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith("socket:["):
                     inodes.add(int(target[len("socket:[") : -1]))
