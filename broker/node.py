@@ -155,7 +155,9 @@ class BrokerNode:
             # A cluster member leads only what the cluster's metadata says; a single node leads every partition.
             lead_unassigned=self.member is None,
         )
-        self.fetch_sessions = FetchSessions(config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.fetch_sessions = FetchSessions(
+            config.get_int("max.incremental.fetch.session.cache.slots"), on_close=self.replicas.release_session
+        )
         #: The etcd client of a cluster member (closed when the node stops).
         self._etcd_client: EtcdClient | None = etcd[0] if etcd is not None else None
         if etcd is not None:
@@ -562,6 +564,7 @@ class BrokerNode:
                 continue
             if deleted:
                 log.info("retention", topic=partition_log.topic, partition=partition_log.partition, segments=deleted)
+                self.replicas.log_start_moved(partition_log.topic, partition_log.partition)
 
     async def delete_segments_below_start(self, partition_logs: Iterable[PartitionLog], timeout_s: float) -> None:
         """Delete the segments wholly below each log's start offset (after DeleteRecords) now, or, if a compaction

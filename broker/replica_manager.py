@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -110,7 +110,7 @@ class FollowerIdleMark:
     answer told it (``ReplicaManager.follower_idle_mark``). While the partition keeps this log, this role and
     state, and this log end, high watermark and log start offset, a fetch from the same position would read
     nothing and answer the same high watermark, last stable offset (it moves only with an append or the high
-    watermark) and log start: ``follower_still_idle`` then only notes the follower caught up."""
+    watermark) and log start: it would only note the follower caught up (``ReplicaManager.sleep_idle``)."""
 
     log: PartitionLog
     role: PartitionRole
@@ -118,6 +118,19 @@ class FollowerIdleMark:
     end: int
     high_watermark: int
     log_start: int
+
+
+class IdleSession(Protocol):
+    """A follower's fetch session as seen by ``sleep_idle`` and ``wake_idle`` (``broker.fetch_sessions``)."""
+
+    replica: int
+    incarnation: int | None
+    last_read_ms: int
+    asleep: dict[tuple[str, int], FollowerIdleMark]
+
+    def fall_asleep(self, tp: tuple[str, int], mark: FollowerIdleMark) -> bool: ...
+
+    def woken(self, tp: tuple[str, int]) -> FollowerIdleMark | None: ...
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,8 @@ class ReplicaManager:
         self._visible_ends = VisibleEnds()
         #: Followers' fetches parked on a led partition: woken by every append, not only by the high watermark.
         self._replica_watchers: dict[tuple[str, int], set[trio.Event | FetchWaiter]] = defaultdict(set)
+        #: Followers' fetch sessions holding a led partition asleep (``sleep_idle``): woken by ``_changed``.
+        self._sleepers: dict[tuple[str, int], set[IdleSession]] = defaultdict(set)
         self._leader_epochs: dict[tuple[str, int], int] = {}
         #: The high watermarks saved before this start (``replication-offset-checkpoint``), read at the first
         #: partition state and each used once: a log opens with its high watermark at its end.
@@ -276,6 +291,7 @@ class ReplicaManager:
                 partition_log, result.last_offset - result.first_offset + 1, unwaited_delay_s=unwaited_delay_s
             )
             self._wake(self._replica_watchers, (topic, partition))
+            self._changed((topic, partition))
         return PartitionAppend(ErrorCode.NONE, result)
 
     def request_durable(self, topic: str, partition: int, end_offset: int) -> SyncWaiter | None:
@@ -387,6 +403,7 @@ class ReplicaManager:
             log.error("log_start_offsets_not_saved", partitions=len(targets), error=str(exc))
             return results | {tp: PartitionDeletion(ErrorCode.KAFKA_STORAGE_ERROR) for tp in targets}
         for (topic, partition), partition_log in logs.items():
+            self._changed((topic, partition))
             start = partition_log.log_start_offset
             results[(topic, partition)] = PartitionDeletion(ErrorCode.NONE, start)
             log.info("records_deleted", topic=topic, partition=partition, log_start_offset=start)
@@ -418,6 +435,7 @@ class ReplicaManager:
         """Called when a partition's visible data grows: wake the acks=all produces waiting on it, and the fetches
         whose min_bytes may now be visible (``broker.fetch_wait``)."""
         tp = (partition_log.topic, partition_log.partition)
+        self._changed(tp)
         watchers = self._fetch_watchers.get(tp)
         growth = self._visible_ends.advance(partition_log, measure=bool(watchers))
         if not watchers:
@@ -503,6 +521,7 @@ class ReplicaManager:
         # Parked fetches and acks=all produces look again: they may have to answer NOT_LEADER_OR_FOLLOWER now.
         self._wake(self._fetch_watchers, tp)
         self._wake(self._replica_watchers, tp)
+        self._changed(tp)
         if transition is not Transition.UPDATED:
             for listener in self._role_listeners:
                 listener(topic, partition, transition, state.leader_epoch)
@@ -524,6 +543,7 @@ class ReplicaManager:
             self.fetchers.unfollow(topic, partition)
         self._wake(self._fetch_watchers, (topic, partition))
         self._wake(self._replica_watchers, (topic, partition))
+        self._changed((topic, partition))
         for listener in self._role_listeners:
             listener(topic, partition, Transition.STOPPED, self.leader_epoch(topic, partition))
 
@@ -547,6 +567,7 @@ class ReplicaManager:
         if partition_log is None or not self.roles.adopt((topic, partition), state):
             return
         log.info("isr_changed", topic=topic, partition=partition, isr=list(state.isr))
+        self._changed((topic, partition))
         self._advance_leader_high_watermark(partition_log)
         self._wake(self._fetch_watchers, (topic, partition))
 
@@ -632,25 +653,80 @@ class ReplicaManager:
             partition_log, role, role.state, offset, partition_log.high_watermark, partition_log.log_start_offset
         )
 
-    def follower_still_idle(
-        self, topic: str, partition: int, replica: int, offset: int, mark: FollowerIdleMark, now_ms: int
-    ) -> bool:
-        """True when a follower's fetch from ``offset`` would find the partition as ``mark`` saw it: nothing to
-        read or tell, and the follower, in the ISR, caught up as before (noted as ``read_for_follower`` notes it).
-        False when anything moved: read it."""
-        partition_log = mark.log
-        role = mark.role
+    # Idle partitions of followers' fetch sessions (``broker.fetch_sessions``) ----------------------------------
+
+    def sleep_idle(self, session: IdleSession, marks: Mapping[tuple[str, int], FollowerIdleMark]) -> None:
+        """Put to sleep in ``session`` each partition whose mark (made by the read its answer carries) still holds:
+        nothing it saw has moved, and the follower, of the incarnation registered now, is in the ISR at the log end.
+        Each read skipped from then on would only note it caught up (``LeaderReplicaState.still_caught_up``); it
+        is noted so when the partition wakes (``_changed``, ``wake_idle``)."""
+        replica = session.replica
+        self.wake_if_reregistered(session)  # (while its fetch was parked)
+        incarnation = session.incarnation = self.incarnation_of(replica)
+        for tp, mark in marks.items():
+            if self._mark_holds(tp, mark, replica, incarnation) and session.fall_asleep(tp, mark):
+                self._sleepers[tp].add(session)
+
+    def _mark_holds(self, tp: tuple[str, int], mark: FollowerIdleMark, replica: int, incarnation: int | None) -> bool:
+        leading = mark.role.leading
+        if leading is None:
+            return False
+        progress = leading.followers.get(replica)
         return (
-            offset == mark.end
-            and self.logs.get(topic, partition) is partition_log
-            and self.roles.get((topic, partition)) is role
-            and role.state is mark.state
-            and partition_log.log_end_offset == offset
-            and partition_log.high_watermark == mark.high_watermark
-            and partition_log.log_start_offset == mark.log_start
-            and role.leading is not None
-            and role.leading.still_caught_up(replica, offset, offset, now_ms, self.incarnation_of)
+            progress is not None
+            and progress.log_end_offset == mark.end
+            and progress.incarnation == incarnation
+            and replica in leading.isr
+            and self.logs.get(*tp) is mark.log
+            and self.roles.get(tp) is mark.role
+            and mark.role.state is mark.state
+            and mark.log.log_end_offset == mark.end
+            and mark.log.high_watermark == mark.high_watermark
+            and mark.log.log_start_offset == mark.log_start
         )
+
+    def wake_idle(self, session: IdleSession, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read these partitions of ``session`` again from its next round (those asleep), noting the follower
+        caught up there until its last read."""
+        for tp in partitions:
+            mark = session.woken(tp)
+            if mark is None:
+                continue
+            sleepers = self._sleepers.get(tp)
+            if sleepers is not None:
+                sleepers.discard(session)
+                if not sleepers:
+                    del self._sleepers[tp]
+            self._note_slept(session, mark)
+
+    def wake_if_reregistered(self, session: IdleSession) -> None:
+        """Before a round of ``session``: if its follower's registration changed since its partitions fell asleep,
+        wake them all (a fetch counts for the incarnation registered now, ``LeaderReplicaState.record_fetch``)."""
+        if session.asleep and self.incarnation_of(session.replica) != session.incarnation:
+            self.wake_idle(session, list(session.asleep))
+
+    def release_session(self, session: IdleSession) -> None:
+        """``session`` was closed or replaced: wake what it held asleep (``FetchSessions``' ``on_close``)."""
+        self.wake_idle(session, list(session.asleep))
+
+    def log_start_moved(self, topic: str, partition: int) -> None:
+        """Retention raised the partition's log start offset: followers asleep there must be told it."""
+        self._changed((topic, partition))
+
+    def _changed(self, tp: tuple[str, int]) -> None:
+        """Something a follower's answer tells of ``tp`` moved (its log end, high watermark or log start, its role or
+        ISR): wake it in every session holding it asleep."""
+        sleepers = self._sleepers.pop(tp, None)
+        for session in sleepers or ():
+            mark = session.woken(tp)
+            if mark is not None:
+                self._note_slept(session, mark)
+
+    @staticmethod
+    def _note_slept(session: IdleSession, mark: FollowerIdleMark) -> None:
+        leading = mark.role.leading
+        if leading is not None:
+            leading.caught_up_while_idle(session.replica, mark.end, session.last_read_ms)
 
     def replication_outcome(self, topic: str, partition: int, end_offset: int) -> ErrorCode | None:
         """How an acks=all append ending at ``end_offset`` is answered now, or None while it must wait: once the

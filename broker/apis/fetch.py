@@ -147,12 +147,11 @@ async def _read_all(
     request: Request,
     wanted: dict[str, dict[int, object]],
     ids: TopicIds | None,
-    idle: dict[tuple[str, int], FollowerIdleMark] | None = None,
     marks: dict[tuple[str, int], FollowerIdleMark] | None = None,
+    timestamp: int | None = None,
 ) -> tuple[list[tuple[str, list[tuple[int, PartitionRead]]]], int]:
-    """Each partition's read, and the record bytes read in all. A follower's fetch skips the partitions of ``idle``
-    that are still idle (``ReplicaManager.follower_still_idle``; the marks of the others are dropped) and adds to
-    ``marks`` those it finds idle."""
+    """Each partition's read (at ``timestamp``, ms, by default now), and the record bytes read in all. A
+    follower's fetch adds to ``marks`` the partitions it finds idle (``ReplicaManager.follower_idle_mark``)."""
     remaining = max_response_bytes(broker, request)
     hold = request.response_hold
     if hold is not None:
@@ -161,7 +160,7 @@ async def _read_all(
         remaining = hold.take(remaining)
     isolation = request.body.isolation_level
     follower = replica_id(request)
-    timestamp = now_ms()
+    timestamp = now_ms() if timestamp is None else timestamp
     total = 0
     results = []
     read_since_checkpoint = 0
@@ -175,10 +174,6 @@ async def _read_all(
                 read = PartitionRead(ErrorCode.INCONSISTENT_TOPIC_ID)  # recreated since the id was resolved
             else:
                 offset = partition_request.fetch_offset  # type: ignore[attr-defined]
-                if idle is not None and (mark := idle.get((name, index))) is not None:
-                    if broker.replicas.follower_still_idle(name, index, follower, offset, mark, timestamp):
-                        continue
-                    del idle[(name, index)]
                 read_since_checkpoint += 1
                 if read_since_checkpoint >= PARTITIONS_PER_CHECKPOINT:
                     read_since_checkpoint = 0
@@ -321,7 +316,10 @@ def _follower_session(
         return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     if epoch != session.epoch:
         return ErrorCode.INVALID_FETCH_SESSION_EPOCH
-    session.update(wanted, _forgotten(body))
+    forgotten = _forgotten(body)
+    listed = [(name, index) for name, partitions in wanted.items() for index in partitions]
+    broker.replicas.wake_idle(session, [*listed, *forgotten])  # a position that moved, or a partition left
+    session.update(wanted, forgotten)
     session.epoch = next_epoch(epoch)
     return session, True
 
@@ -345,31 +343,41 @@ async def handle(broker: Broker, request: Request) -> dict:
             return _session_error(outcome)
         session, incremental = outcome
         if session is not None:
-            wanted = session.partitions
+            broker.replicas.wake_if_reregistered(session)
+            wanted = _awake(session)
     watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
-    # An incremental answer leaves out the partitions still idle since the last answer, unread.
-    idle = session.idle if session is not None and incremental else None
     marks: dict[tuple[str, int], FollowerIdleMark] | None = {} if session is not None else None
-    results, total = await _read_all(broker, request, wanted, ids, idle, marks)
+    read_ms = now_ms()
+    results, total = await _read_all(broker, request, wanted, ids, marks, read_ms)
     has_error = ids is not None and bool(ids.unknown)
     has_error = has_error or any(read.error != ErrorCode.NONE for _, reads in results for _, read in reads)
-    if total < body.min_bytes and not has_error and trio.current_time() < deadline and watched:
-        await _park(broker, request, wanted, watched, deadline)
-        if marks is not None:
+    may_wake = watched or (session is not None and session.asleep)
+    if total < body.min_bytes and not has_error and trio.current_time() < deadline and may_wake:
+        await _park(broker, request, wanted, watched, deadline, session)
+        if session is not None:
+            wanted = _awake(session)  # with the partitions woken while it was parked
+            assert marks is not None
             marks.clear()  # only the marks of the read that is answered: the first read's answer is never sent
-        results, total = await _read_all(broker, request, wanted, ids, idle, marks)
+        read_ms = now_ms()
+        results, total = await _read_all(broker, request, wanted, ids, marks, read_ms)
     if session is None:
         return _response(results, body.isolation_level, ids)
     if broker.fetch_sessions.get(session.session_id) is not session:
         # Closed or replaced (a newer fetch of the follower) while this one was parked: answer it in full.
-        if idle:
-            results, _total = await _read_all(broker, request, wanted, ids)
+        results, _total = await _read_all(broker, request, session.partitions, ids)
         return _response(results, body.isolation_level, ids)
     answer = _session_answer(session, results, incremental=incremental)
     assert marks is not None
-    session.idle.update(marks)
+    session.last_read_ms = read_ms
+    broker.replicas.sleep_idle(session, marks)
     return _response(answer, body.isolation_level, ids, session.session_id)
+
+
+def _awake(session: FetchSession) -> dict[str, dict[int, object]]:
+    """What a round of ``session`` reads: its partitions awake, as they are now (parks and reads yield, and the
+    session's partitions wake meanwhile)."""
+    return {name: dict(partitions) for name, partitions in session.awake.items()}
 
 
 def _visible_bytes(
@@ -409,24 +417,37 @@ async def _park(
     wanted: dict[str, dict[int, object]],
     watched: list[tuple[str, int]],
     deadline: float,
+    session: FetchSession | None = None,
 ) -> None:
     """Wait until the deadline, or until ``min_bytes`` are visible from the fetch positions (``_visible_bytes``).
     A consumer's fetch is woken only once its partitions' high watermark advances may have made them visible
-    (``broker.fetch_wait``), so a produce costs it an addition; a follower's at every append. Either then looks
-    at the batch positions of its distinct partitions, not a read. A client gone away cancels its parked fetch
-    with its connection when the fetch would wait longer than ``WATCH_DISCONNECT_AFTER_S``."""
+    (``broker.fetch_wait``), so a produce costs it an addition; a follower's at every append, and a follower's
+    session fetch (which watches only its partitions awake) also when one of its partitions asleep wakes. Either
+    then looks at the batch positions of its distinct partitions, not a read. A client gone away cancels its parked
+    fetch with its connection when the fetch would wait longer than ``WATCH_DISCONNECT_AFTER_S``."""
     starts: dict[tuple[int, int], int] = {}
     follower = replica_id(request) >= 0
     committed = request.body.isolation_level == READ_COMMITTED
 
     async def until_visible() -> None:
-        while (visible := _visible_bytes(broker, request, wanted, starts)) < request.body.min_bytes:
+        nonlocal wanted, watched
+        while True:
+            if session is not None:
+                wanted = _awake(session)
+                watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
+            visible = _visible_bytes(broker, request, wanted, starts)
+            if visible >= request.body.min_bytes:
+                return
             waiter = FetchWaiter(request.body.min_bytes - visible, committed=committed)
             broker.replicas.watch(watched, waiter, replica=follower)
+            if session is not None:
+                session.parked = waiter
             try:
                 await waiter.event.wait()
             finally:
                 broker.replicas.unwatch(watched, waiter, replica=follower)
+                if session is not None and session.parked is waiter:
+                    session.parked = None
 
     with trio.move_on_at(deadline):
         if request.watch_disconnect is None or deadline - trio.current_time() <= WATCH_DISCONNECT_AFTER_S:

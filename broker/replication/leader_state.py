@@ -115,6 +115,18 @@ class LeaderReplicaState:
         progress.last_fetch_ms = now_ms
         return True
 
+    def caught_up_while_idle(self, replica: int, leader_end_offset: int, last_read_ms: int) -> None:
+        """The reads ``still_caught_up`` would have noted, skipped while the partition sat idle in the follower's
+        fetch session (``broker.fetch_sessions``), the last at ``last_read_ms``: each found the follower, in the ISR,
+        at the leader's end ``leader_end_offset``. Noted as it notes them, if the follower's position is still
+        that one (a new incarnation's fetch since has started its progress afresh)."""
+        progress = self.followers.get(replica)
+        if progress is None or progress.log_end_offset != leader_end_offset:
+            return
+        progress.last_caught_up_ms = max(progress.last_caught_up_ms, last_read_ms)
+        progress.last_fetch_leader_end_offset = leader_end_offset
+        progress.last_fetch_ms = max(progress.last_fetch_ms, last_read_ms)
+
     def advance_high_watermark(self, leader_end_offset: int) -> bool:
         """Move the high watermark to the smallest log end offset in the ISR; True when it moved."""
         ends = [leader_end_offset] + [

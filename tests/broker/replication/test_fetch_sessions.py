@@ -5,6 +5,7 @@ follower 2 (followers 2 and 3 are not running), and a three-node cluster whose l
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import trio
 from oncelog.broker.clock import now_ms
@@ -266,19 +267,20 @@ async def test_an_idle_partition_is_not_read_again_until_something_it_would_tell
         epoch += 1
         return _told(answer)
 
-    # Idle: nothing read, nothing answered, and the follower is still noted caught up at each fetch.
+    # Idle: nothing read, nothing answered.
     await trio.sleep(0.05)
     before = now_ms()
     for _ in range(3):
         assert await fetch() == {}
     assert reads == {}
     progress = replicas.roles.get((TOPIC, 1)).leading.followers[2]
-    assert progress.last_caught_up_ms >= before and progress.last_fetch_ms >= before
 
-    # An append: only that partition is read and answered; the follower's new position moves the high watermark,
-    # which it is told; then it is idle again.
+    # An append: the partition wakes, the follower noted caught up there as of its last fetch (as the reads
+    # skipped would have noted it); only that partition is read and answered; the follower's new position moves the
+    # high watermark, which it is told; then it is idle again.
     body = produce_body(TOPIC, 1, batch([b"a", b"b"]), acks=1)
     assert (await leader.request(ApiKey.PRODUCE, 9, body)).responses[0].partition_responses[0].error_code == 0
+    assert progress.last_caught_up_ms >= before and progress.last_fetch_ms >= before
     told = await fetch()
     assert list(told) == [1] and told[1][3] > 0 and set(reads) == {1}
     assert await fetch({1: 2}) == {1: (ErrorCode.NONE, 2, 0, 0)}
@@ -364,3 +366,129 @@ async def test_a_fetch_parked_while_its_session_is_replaced_is_answered_in_full(
     assert answer.session_id == 0
     told = _told(answer)
     assert sorted(told) == [0, 1, 2, 3] and told[1][3] > 0
+
+
+# --- partitions asleep: rounds cost what changed, and the skipped reads still count -------------------------------
+
+
+async def _idle_session(cluster, partitions: int):
+    """Follower 2's session on node 1 over ``partitions`` partitions at offset 0, each asleep after one round;
+    returns (fetch, session): ``await fetch(listed=None, **body)`` answers ``_told``."""
+    follower = await connect(cluster, 1)
+    everything = dict.fromkeys(range(partitions), 0)
+    opened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, everything))
+    sid, epoch = opened.session_id, 1
+    session = cluster.node(1).fetch_sessions.get(sid)
+
+    async def fetch(listed=None, **body) -> dict:
+        nonlocal epoch
+        request = _follower_fetch(sid, epoch, listed or {}) | body
+        epoch += 1
+        answer = await follower.request(ApiKey.FETCH, FETCH_VERSION, request)
+        assert answer.error_code == ErrorCode.NONE
+        return _told(answer)
+
+    assert await fetch() == {}
+    assert set(session.asleep) == {(TOPIC, index) for index in range(partitions)} and session.awake == {}
+    return fetch, session
+
+
+async def _produce_to(cluster, partition: int, value: bytes, **batch_args) -> None:
+    leader = await connect(cluster, 1)
+    body = produce_body(TOPIC, partition, batch([value], **batch_args), acks=1)
+    assert (await leader.request(ApiKey.PRODUCE, 9, body)).responses[0].partition_responses[0].error_code == 0
+
+
+async def test_a_follower_fetching_while_its_partitions_sleep_stays_in_sync_past_the_lag_limit(make_cluster) -> None:
+    """Rounds read nothing asleep, yet each counts: after idling for longer than replica.lag.time.max.ms, an append
+    finds the follower caught up as of its last fetch (in sync); a follower that stopped fetching as long before the
+    append is not."""
+    cluster = await make_cluster([1], replica_lag_time_max_ms="300")
+    await cluster.create_topic(TOPIC, 2)
+    for index in range(2):
+        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    replicas = cluster.node(1).replicas
+    fetch, _session = await _idle_session(cluster, 2)
+    until_s = trio.current_time() + 0.6
+    while trio.current_time() < until_s:
+        assert await fetch() == {}
+        await trio.sleep(0.03)
+
+    await _produce_to(cluster, 0, b"a")
+    leading = replicas.roles.get((TOPIC, 0)).leading
+    assert 2 in leading.isr and leading.out_of_sync(1, now_ms()) == set()
+
+    await trio.sleep(0.6)  # the follower fetches no more
+    await _produce_to(cluster, 1, b"b")
+    leading = replicas.roles.get((TOPIC, 1)).leading
+    assert leading.out_of_sync(1, now_ms()) == {2} or 2 not in leading.isr  # (the ISR maintenance may be first)
+
+
+async def test_a_parked_fetch_whose_partitions_all_sleep_is_woken_by_an_append(make_cluster) -> None:
+    cluster = await make_cluster([1])
+    await cluster.create_topic(TOPIC, PARTITIONS)
+    for index in range(PARTITIONS):
+        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    fetch, session = await _idle_session(cluster, PARTITIONS)
+    answers = []
+
+    async def parked() -> None:
+        answers.append(await fetch(max_wait_ms=10_000))
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(parked)
+            await until(lambda: session.parked is not None)
+            await _produce_to(cluster, 3, b"a")
+    (told,) = answers
+    assert list(told) == [3] and told[3][3] > 0
+
+
+async def test_partitions_wake_when_their_follower_registers_anew_or_its_session_ends(
+    make_cluster, monkeypatch
+) -> None:
+    cluster = await make_cluster([1])
+    await cluster.create_topic(TOPIC, PARTITIONS)
+    for index in range(PARTITIONS):
+        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    replicas = cluster.node(1).replicas
+    fetch, session = await _idle_session(cluster, PARTITIONS)
+    reads = _count_reads(cluster, monkeypatch)
+    assert await fetch() == {} and reads == {}
+
+    # Follower 2 restarted (a new registration): its fetches count for the new incarnation, so each is read.
+    monkeypatch.setattr(replicas, "incarnation_of", lambda broker: 7)
+    assert await fetch() == {} and set(reads) == set(range(PARTITIONS))
+    progress = replicas.roles.get((TOPIC, 0)).leading.followers[2]
+    assert progress.incarnation == 7
+    reads.clear()
+    assert await fetch() == {} and reads == {}  # asleep again, under the new incarnation
+
+    # This leader took follower 2 out of partition 1's ISR (its ISR maintenance): read again, as its fetches are
+    # what lets it rejoin.
+    state = replicas.roles.get((TOPIC, 1)).state
+    replicas.adopt_isr(TOPIC, 1, dataclasses.replace(state, isr=(1,), partition_epoch=state.partition_epoch + 1))
+    assert await fetch() == {} and set(reads) == {1}
+    reads.clear()
+    assert await fetch() == {} and set(reads) == {1}  # out of the ISR: read at each fetch
+
+    # A new session replaces this one: what it held asleep is let go.
+    follower = await connect(cluster, 1)
+    reopened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, {0: 0}))
+    assert reopened.session_id != session.session_id
+    assert session.asleep == {}
+
+
+async def test_retention_raising_the_log_start_wakes_the_partition(make_cluster) -> None:
+    cluster = await make_cluster([1])
+    await cluster.create_topic(TOPIC, 1, {"segment.bytes": "200", "retention.ms": "60000"})
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2), isr=(1, 2)))
+    hour_ago = now_ms() - 3_600_000
+    for i in range(5):
+        await _produce_to(cluster, 0, b"old-%d" % i * 10, now_ms=hour_ago)
+    fetch, _session = await _idle_session(cluster, 0)
+    assert (await fetch({0: 5}))[0][1] == 5  # the follower at the end: the high watermark moves there
+    assert await fetch() == {}
+    cluster.node(1)._sweep_retention()
+    assert cluster.node(1).logs.get(TOPIC, 0).log_start_offset == 4
+    assert await fetch() == {0: (ErrorCode.NONE, 5, 4, 0)}
