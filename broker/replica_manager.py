@@ -152,6 +152,10 @@ class FollowerFetchers(Protocol):
         """Stop fetching the partition (any response still on its way is dropped)."""
         ...
 
+    def listing_changed(self, topic: str, partition: int) -> None:
+        """The partition's log start moved here (retention): tell the leader at the next fetch."""
+        ...
+
 
 class ReplicaManager:
     """Routes appends and reads to partition logs; the only path by which the broker writes partition data."""
@@ -710,8 +714,11 @@ class ReplicaManager:
         self.wake_idle(session, list(session.asleep))
 
     def log_start_moved(self, topic: str, partition: int) -> None:
-        """Retention raised the partition's log start offset: followers asleep there must be told it."""
+        """Retention raised the partition's log start offset: followers asleep there must be told it, and the
+        leader, if this node follows it."""
         self._changed((topic, partition))
+        if self.fetchers is not None:
+            self.fetchers.listing_changed(topic, partition)
 
     def _changed(self, tp: tuple[str, int]) -> None:
         """Something a follower's answer tells of ``tp`` moved (its log end, high watermark or log start, its role or

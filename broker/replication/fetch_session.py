@@ -12,7 +12,7 @@ so a leader without sessions (an older broker) is fetched from as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from oncelog.broker.fetch_sessions import INITIAL_EPOCH, NO_SESSION_ID, next_epoch
@@ -41,13 +41,21 @@ class FollowerSession:
     #: Each partition's listing as the leader holds it.
     _held: dict[TopicPartition, Listing] = field(default_factory=dict)
 
-    def request(self, wanted: Mapping[TopicPartition, Listing]) -> SessionRequest:
-        """The next fetch for the partitions ``wanted`` now (in full while no session is open)."""
+    def request(
+        self, wanted: Mapping[TopicPartition, Listing], changed: Collection[TopicPartition] | None = None
+    ) -> SessionRequest:
+        """The next fetch for the partitions ``wanted`` now (in full while no session is open). ``changed``, when
+        given, holds every partition whose listing may differ from the last ``wanted`` (its listing moved, or it
+        joined or left): only those are compared, so the request costs what changed."""
         if self.session_id == NO_SESSION_ID:
             return SessionRequest(NO_SESSION_ID, INITIAL_EPOCH, list(wanted), [])
         held = self._held
-        listed = [tp for tp, listing in wanted.items() if held.get(tp) != listing]
-        forgotten = [tp for tp in held if tp not in wanted]
+        if changed is None:
+            listed = [tp for tp, listing in wanted.items() if held.get(tp) != listing]
+            forgotten = [tp for tp in held if tp not in wanted]
+        else:
+            listed = [tp for tp in changed if tp in wanted and held.get(tp) != wanted[tp]]
+            forgotten = [tp for tp in changed if tp not in wanted and tp in held]
         return SessionRequest(self.session_id, self.epoch, listed, forgotten)
 
     def answered(self, sent: SessionRequest, wanted: Mapping[TopicPartition, Listing], session_id: int) -> None:

@@ -139,17 +139,39 @@ class ReplicaFetcher:
         self._settings = settings
         self._clock_ms = clock_ms
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
+        #: The partitions not fetched now: truncating, or waiting out an error (``delayed_until``).
+        self._held_back: set[tuple[str, int]] = set()
+        #: Each partition fetched now, with its listing as last computed: what the next fetch asks for.
+        self._listings: dict[tuple[str, int], Listing] = {}
+        #: The partitions whose listing may have changed since (answered, handed over, released, their log start
+        #: raised here): computed again before the next fetch, so a round costs what changed.
+        self._stale: set[tuple[str, int]] = set()
         self._changed = trio.Event()
         #: Fetch responses handled (tests and logs use it to see progress).
         self.rounds = 0
 
     def add(self, topic: str, partition: int, leader_epoch: int) -> None:
-        self.partitions[(topic, partition)] = FollowedPartition(topic, partition, leader_epoch)
+        tp = (topic, partition)
+        self.partitions[tp] = FollowedPartition(topic, partition, leader_epoch)
+        self._hold_back(tp)
         self._changed.set()
 
     def remove(self, topic: str, partition: int) -> None:
-        self.partitions.pop((topic, partition), None)
+        tp = (topic, partition)
+        self.partitions.pop(tp, None)
+        self._held_back.discard(tp)
+        self._stale.add(tp)
         self._changed.set()
+
+    def listing_changed(self, topic: str, partition: int) -> None:
+        """The partition's log start moved here (retention): the next fetch lists it again."""
+        if (topic, partition) in self.partitions:
+            self._stale.add((topic, partition))
+
+    def _hold_back(self, tp: tuple[str, int]) -> None:
+        """Stop fetching ``tp`` (truncating, or delayed) until ``_release_held_back`` finds it ready."""
+        self._held_back.add(tp)
+        self._stale.add(tp)
 
     async def run(self) -> None:
         backoff_s = self._settings.backoff_ms / 1000
@@ -193,21 +215,61 @@ class ReplicaFetcher:
                 return
             await self._truncate(connection)
             now = trio.current_time()
-            ready = [p for p in self.partitions.values() if not p.truncating and p.delayed_until <= now]
-            if not ready:
+            self._release_held_back(now)
+            changed = self._refresh_listings()
+            if not self._listings:
                 # Every partition waits out an error (or its truncation asks again): sleep until the first is due.
-                until = min((p.delayed_until for p in self.partitions.values()), default=now)
+                self._stale |= changed  # the next fetch's session forgets those that left
+                held_back = (self.partitions[tp] for tp in self._held_back if tp in self.partitions)
+                until = min((p.delayed_until for p in held_back), default=now)
                 with trio.move_on_at(max(until, now + MIN_IDLE_S)):
                     await self._changed.wait()
                 self._changed = trio.Event()
                 continue
-            await self._fetch(connection, session, ready)
+            await self._fetch(connection, session, changed)
+
+    def _release_held_back(self, now: float) -> None:
+        """Fetch again the partitions held back that are neither truncating nor delayed any more."""
+        for tp in list(self._held_back):
+            followed = self.partitions.get(tp)
+            if followed is None:
+                self._held_back.discard(tp)
+            elif not followed.truncating and followed.delayed_until <= now:
+                self._held_back.discard(tp)
+                self._stale.add(tp)
+
+    def _refresh_listings(self) -> set[tuple[str, int]]:
+        """Compute the listings of the stale partitions again (dropping those no longer fetched); returns them."""
+        changed, self._stale = self._stale, set()
+        gone = []
+        for tp in changed:
+            followed = self.partitions.get(tp)
+            partition_log = self._local.get_log(*tp) if followed is not None and tp not in self._held_back else None
+            if partition_log is None:
+                self._listings.pop(tp, None)
+                if followed is not None and tp not in self._held_back:
+                    gone.append(tp)  # the log was deleted here
+                continue
+            assert followed is not None
+            self._listings[tp] = (
+                partition_log.log_end_offset,
+                partition_log.log_start_offset,
+                followed.leader_epoch,
+                self._settings.max_bytes,
+            )
+        for topic, partition in gone:
+            self.remove(topic, partition)
+        changed.update(self._stale)  # (the removed)
+        self._stale.clear()
+        return changed
 
     # Truncation ----------------------------------------------------------------------------------------------
 
     async def _truncate(self, connection: BrokerConnection) -> None:
         """Cut every partition still truncating, asking the leader where our epochs end when it can answer."""
-        pending = [p for p in self.partitions.values() if p.truncating and p.delayed_until <= trio.current_time()]
+        now = trio.current_time()
+        held_back = (self.partitions.get(tp) for tp in self._held_back)
+        pending = [p for p in held_back if p is not None and p.truncating and p.delayed_until <= now]
         supported = connection.broker_versions.get(ApiKey.OFFSET_FOR_LEADER_EPOCH)
         for _round in range(64):  # each round resolves at least one epoch per partition (KIP-279)
             if not pending:
@@ -280,23 +342,12 @@ class ReplicaFetcher:
     # Fetching ------------------------------------------------------------------------------------------------
 
     async def _fetch(
-        self, connection: BrokerConnection, session: FollowerSession, ready: list[FollowedPartition]
+        self, connection: BrokerConnection, session: FollowerSession, changed: set[tuple[str, int]]
     ) -> None:
-        wanted: dict[tuple[str, int], Listing] = {}
-        for followed in ready:
-            partition_log = self._local.get_log(followed.topic, followed.partition)
-            if partition_log is None:
-                self.remove(followed.topic, followed.partition)
-                continue
-            wanted[(followed.topic, followed.partition)] = (
-                partition_log.log_end_offset,
-                partition_log.log_start_offset,
-                followed.leader_epoch,
-                self._settings.max_bytes,
-            )
-        if not wanted:
-            return
-        sent = session.request(wanted)
+        """One round: ask for every partition fetched now (in a session, listing only those of ``changed`` whose
+        listing moved) and handle the answer."""
+        wanted = self._listings  # unchanged until the answer is handled: only this task changes it
+        sent = session.request(wanted, changed)
         version = min(FETCH_VERSION, connection.broker_versions.get(ApiKey.FETCH, (0, FETCH_VERSION))[1])
         try:
             response = await connection.request(
@@ -316,15 +367,15 @@ class ReplicaFetcher:
                 return
             raise KafkaError(f"fetch from broker {self.leader} failed", ErrorCode(response.error_code))
         session.answered(sent, wanted, response.session_id if version >= MIN_SESSION_VERSION else NO_SESSION_ID)
-        by_tp = {(f.topic, f.partition): f for f in ready}
         waits: list[SyncWaiter] = []
         now_ms = self._clock_ms()
         for topic in response.responses:
             for answer in topic.partitions:
                 tp = (topic.topic, answer.partition_index)
-                followed = by_tp.get(tp)
-                if followed is None or self.partitions.get(tp) is not followed or followed.truncating:
-                    continue  # not asked, or handed over while the answer was on its way
+                followed = self.partitions.get(tp)
+                if tp not in wanted or followed is None or followed.truncating:
+                    continue  # not asked, or handed over while the answer was on its way (a new one truncates)
+                self._stale.add(tp)  # its log end or log start may move, or it is held back
                 waiter = self._handle(followed, answer, now_ms)
                 if waiter is not None:
                     waits.append(waiter)
@@ -378,16 +429,19 @@ class ReplicaFetcher:
                 self._local.restart_follower_at(topic, partition, answer.log_start_offset)
             else:
                 followed.truncating = True  # our end is beyond the leader's: find where the logs diverge again
+                self._hold_back((topic, partition))
             return None
         if error != ErrorCode.NONE:
             log.info("replica_fetch_error", topic=topic, partition=partition, leader=self.leader, error=error.name)
             followed.delayed_until = trio.current_time() + self._backoff_s(error)
+            self._hold_back((topic, partition))
             return None
         records = answer.records
         if records:
             appended = self._local.append_as_follower(topic, partition, records, now_ms)
             if appended.error != ErrorCode.NONE:
                 followed.delayed_until = trio.current_time() + self._settings.backoff_ms / 1000
+                self._hold_back((topic, partition))
                 return None
         self._local.follower_high_watermark(topic, partition, answer.high_watermark)
         self._local.follower_log_start_offset(topic, partition, answer.log_start_offset)
@@ -456,6 +510,13 @@ class ReplicaFetcherManager:
                 self._start(fetcher)
         fetcher.add(topic, partition, leader_epoch)
         self._leader_of[(topic, partition)] = leader
+
+    def listing_changed(self, topic: str, partition: int) -> None:
+        """The log start of a partition followed here moved (retention): its fetcher lists it again."""
+        leader = self._leader_of.get((topic, partition))
+        fetcher = self.fetchers.get(leader) if leader is not None else None
+        if fetcher is not None:
+            fetcher.listing_changed(topic, partition)
 
     def unfollow(self, topic: str, partition: int) -> None:
         leader = self._leader_of.pop((topic, partition), None)

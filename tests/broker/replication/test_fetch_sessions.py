@@ -77,6 +77,18 @@ def test_a_follower_lists_everything_until_a_session_opens_then_only_what_moved(
     assert session.request(moved).session_id == 0 and session.request(moved).listed == list(moved)
 
 
+def test_a_follower_told_what_changed_compares_only_those_listings() -> None:
+    session = FollowerSession()
+    wanted = {("t", i): (0, 0, 1, 100) for i in range(4)}
+    session.answered(session.request(wanted), wanted, session_id=7)
+    moved = dict(wanted) | {("t", 1): (5, 0, 1, 100), ("t", 9): (0, 0, 1, 100)}
+    del moved[("t", 3)]
+    step = session.request(moved, {("t", 1), ("t", 3), ("t", 9), ("t", 2)})  # t-2 named, unmoved: not listed
+    assert (sorted(step.listed), step.forgotten) == ([("t", 1), ("t", 9)], [("t", 3)])
+    assert session.request(moved, set()).listed == []  # nothing named: nothing compared
+    assert sorted(session.request(moved).listed) == [("t", 1), ("t", 9)]  # without: every listing compared
+
+
 # --- on the wire: this test is follower 2 of a leader in-process ----------------------------------------------
 
 
@@ -246,26 +258,51 @@ def _count_reads(cluster, monkeypatch) -> collections.Counter:
     return reads
 
 
+async def _followed_by_2(make_cluster, partitions: int, **properties: str):
+    """Node 1 alone, leading ``partitions`` partitions of the topic with follower 2 in their ISR."""
+    cluster = await make_cluster([1], **properties)
+    await cluster.create_topic(TOPIC, partitions)
+    for index in range(partitions):
+        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    return cluster
+
+
+async def _idle_session(cluster, partitions: int):
+    """Follower 2's session on node 1 over ``partitions`` partitions at offset 0, each asleep after one round;
+    returns (fetch, session): ``await fetch(listed=None, **body)`` answers ``_told``."""
+    follower = await connect(cluster, 1)
+    everything = dict.fromkeys(range(partitions), 0)
+    opened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, everything))
+    sid, epoch = opened.session_id, 1
+    session = cluster.node(1).fetch_sessions.get(sid)
+
+    async def fetch(listed=None, **body) -> dict:
+        nonlocal epoch
+        request = _follower_fetch(sid, epoch, listed or {}) | body
+        epoch += 1
+        answer = await follower.request(ApiKey.FETCH, FETCH_VERSION, request)
+        assert answer.error_code == ErrorCode.NONE
+        return _told(answer)
+
+    assert await fetch() == {}
+    assert set(session.asleep) == {(TOPIC, index) for index in range(partitions)} and session.awake == {}
+    return fetch, session
+
+
+async def _produce_to(cluster, partition: int, value: bytes, **batch_args) -> None:
+    leader = await connect(cluster, 1)
+    body = produce_body(TOPIC, partition, batch([value], **batch_args), acks=1)
+    assert (await leader.request(ApiKey.PRODUCE, 9, body)).responses[0].partition_responses[0].error_code == 0
+
+
 async def test_an_idle_partition_is_not_read_again_until_something_it_would_tell_moves(
     make_cluster, monkeypatch
 ) -> None:
-    cluster = await make_cluster([1])
-    await cluster.create_topic(TOPIC, PARTITIONS)
-    for index in range(PARTITIONS):
-        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    cluster = await _followed_by_2(make_cluster, PARTITIONS)
     replicas = cluster.node(1).replicas
     leader = await connect(cluster, 1)
-    follower = await connect(cluster, 1)
-    opened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, dict.fromkeys(range(4), 0)))
-    sid, epoch = opened.session_id, 1
+    fetch, _session = await _idle_session(cluster, PARTITIONS)
     reads = _count_reads(cluster, monkeypatch)
-
-    async def fetch(listed=None) -> dict:
-        nonlocal epoch
-        answer = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(sid, epoch, listed or {}))
-        assert answer.error_code == ErrorCode.NONE
-        epoch += 1
-        return _told(answer)
 
     # Idle: nothing read, nothing answered.
     await trio.sleep(0.05)
@@ -338,10 +375,7 @@ async def test_an_idle_followers_high_watermark_moved_by_the_other_follower_is_t
 async def test_a_fetch_parked_while_its_session_is_replaced_is_answered_in_full(make_cluster) -> None:
     """The follower opened a new session while its incremental fetch was parked: that fetch is answered in full,
     the partitions its old session found idle included."""
-    cluster = await make_cluster([1])
-    await cluster.create_topic(TOPIC, PARTITIONS)
-    for index in range(PARTITIONS):
-        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    cluster = await _followed_by_2(make_cluster, PARTITIONS)
     leader = await connect(cluster, 1)
     follower = await connect(cluster, 1)
     opened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, dict.fromkeys(range(4), 0)))
@@ -371,42 +405,11 @@ async def test_a_fetch_parked_while_its_session_is_replaced_is_answered_in_full(
 # --- partitions asleep: rounds cost what changed, and the skipped reads still count -------------------------------
 
 
-async def _idle_session(cluster, partitions: int):
-    """Follower 2's session on node 1 over ``partitions`` partitions at offset 0, each asleep after one round;
-    returns (fetch, session): ``await fetch(listed=None, **body)`` answers ``_told``."""
-    follower = await connect(cluster, 1)
-    everything = dict.fromkeys(range(partitions), 0)
-    opened = await follower.request(ApiKey.FETCH, FETCH_VERSION, _follower_fetch(0, 0, everything))
-    sid, epoch = opened.session_id, 1
-    session = cluster.node(1).fetch_sessions.get(sid)
-
-    async def fetch(listed=None, **body) -> dict:
-        nonlocal epoch
-        request = _follower_fetch(sid, epoch, listed or {}) | body
-        epoch += 1
-        answer = await follower.request(ApiKey.FETCH, FETCH_VERSION, request)
-        assert answer.error_code == ErrorCode.NONE
-        return _told(answer)
-
-    assert await fetch() == {}
-    assert set(session.asleep) == {(TOPIC, index) for index in range(partitions)} and session.awake == {}
-    return fetch, session
-
-
-async def _produce_to(cluster, partition: int, value: bytes, **batch_args) -> None:
-    leader = await connect(cluster, 1)
-    body = produce_body(TOPIC, partition, batch([value], **batch_args), acks=1)
-    assert (await leader.request(ApiKey.PRODUCE, 9, body)).responses[0].partition_responses[0].error_code == 0
-
-
 async def test_a_follower_fetching_while_its_partitions_sleep_stays_in_sync_past_the_lag_limit(make_cluster) -> None:
     """Rounds read nothing asleep, yet each counts: after idling for longer than replica.lag.time.max.ms, an append
     finds the follower caught up as of its last fetch (in sync); a follower that stopped fetching as long before the
     append is not."""
-    cluster = await make_cluster([1], replica_lag_time_max_ms="300")
-    await cluster.create_topic(TOPIC, 2)
-    for index in range(2):
-        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    cluster = await _followed_by_2(make_cluster, 2, replica_lag_time_max_ms="300")
     replicas = cluster.node(1).replicas
     fetch, _session = await _idle_session(cluster, 2)
     until_s = trio.current_time() + 0.6
@@ -425,10 +428,7 @@ async def test_a_follower_fetching_while_its_partitions_sleep_stays_in_sync_past
 
 
 async def test_a_parked_fetch_whose_partitions_all_sleep_is_woken_by_an_append(make_cluster) -> None:
-    cluster = await make_cluster([1])
-    await cluster.create_topic(TOPIC, PARTITIONS)
-    for index in range(PARTITIONS):
-        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    cluster = await _followed_by_2(make_cluster, PARTITIONS)
     fetch, session = await _idle_session(cluster, PARTITIONS)
     answers = []
 
@@ -447,10 +447,7 @@ async def test_a_parked_fetch_whose_partitions_all_sleep_is_woken_by_an_append(m
 async def test_partitions_wake_when_their_follower_registers_anew_or_its_session_ends(
     make_cluster, monkeypatch
 ) -> None:
-    cluster = await make_cluster([1])
-    await cluster.create_topic(TOPIC, PARTITIONS)
-    for index in range(PARTITIONS):
-        cluster.apply(TOPIC, index, led_by(1, (1, 2), isr=(1, 2)))
+    cluster = await _followed_by_2(make_cluster, PARTITIONS)
     replicas = cluster.node(1).replicas
     fetch, session = await _idle_session(cluster, PARTITIONS)
     reads = _count_reads(cluster, monkeypatch)
@@ -492,3 +489,46 @@ async def test_retention_raising_the_log_start_wakes_the_partition(make_cluster)
     cluster.node(1)._sweep_retention()
     assert cluster.node(1).logs.get(TOPIC, 0).log_start_offset == 4
     assert await fetch() == {0: (ErrorCode.NONE, 5, 4, 0)}
+
+
+async def test_a_followers_round_computes_only_the_listings_that_moved(make_cluster, monkeypatch) -> None:
+    """Followers of 40 partitions, one of them written: each round looks up the logs of what its answer moved, not
+    of every partition followed."""
+    cluster = await make_cluster([1, 2, 3])
+    await cluster.create_topic(TOPIC, 40, {"min.insync.replicas": "3"})
+    for index in range(40):
+        cluster.apply(TOPIC, index, led_by(1))
+    client = await connect(cluster, 1)
+    assert (await produce(client, batch([b"a"]))).error_code == ErrorCode.NONE
+    looked_up: collections.Counter = collections.Counter()
+    for node_id in (2, 3):
+        replicas = cluster.node(node_id).replicas
+        real = replicas.get_log
+
+        def counted(topic, partition, real=real):
+            looked_up[partition] += 1
+            return real(topic, partition)
+
+        monkeypatch.setattr(replicas, "get_log", counted)
+    produces = 20
+    for i in range(produces):
+        assert (await produce(client, batch([b"b%d" % i]))).error_code == ErrorCode.NONE
+    assert set(looked_up) == {0}
+    assert looked_up[0] <= 8 * produces  # (each produce: a round or two of each follower, a few lookups each)
+
+
+async def test_a_follower_whose_retention_raised_its_log_start_tells_its_leader(make_cluster) -> None:
+    cluster = await make_cluster([1, 2])
+    await cluster.create_topic(TOPIC, 1, {"segment.bytes": "200", "retention.ms": "60000"})
+    cluster.apply(TOPIC, 0, led_by(1, (1, 2)))
+    client = await connect(cluster, 1)
+    hour_ago = now_ms() - 3_600_000
+    for i in range(5):
+        assert (await produce(client, batch([b"old-%d" % i * 10], now_ms=hour_ago))).error_code == ErrorCode.NONE
+    (session,) = _open_sessions(cluster.node(1).fetch_sessions)
+    await until(lambda: session.partitions[TOPIC][0]["fetch_offset"] == 5)
+    follower_log = cluster.node(2).logs.get(TOPIC, 0)
+    await until(lambda: follower_log.high_watermark == 5)
+    cluster.node(2)._sweep_retention()  # the follower's own retention, before the leader's
+    assert follower_log.log_start_offset == 4
+    await until(lambda: session.partitions[TOPIC][0]["log_start_offset"] == 4)
