@@ -259,8 +259,7 @@ class ReplicaFetcher:
             )
         for topic, partition in gone:
             self.remove(topic, partition)
-        changed.update(self._stale)  # (the removed)
-        self._stale.clear()
+        self._stale.clear()  # only what ``remove`` marked, in ``changed`` already
         return changed
 
     # Truncation ----------------------------------------------------------------------------------------------
