@@ -693,15 +693,13 @@ class ReplicaManager:
         """Read these partitions of ``session`` again from its next round (those asleep), noting the follower
         caught up there until its last read."""
         for tp in partitions:
-            mark = session.woken(tp)
-            if mark is None:
-                continue
             sleepers = self._sleepers.get(tp)
-            if sleepers is not None:
-                sleepers.discard(session)
-                if not sleepers:
-                    del self._sleepers[tp]
-            self._note_slept(session, mark)
+            if sleepers is None or session not in sleepers:
+                continue
+            sleepers.discard(session)
+            if not sleepers:
+                del self._sleepers[tp]
+            self._wake_asleep(session, tp)
 
     def wake_if_reregistered(self, session: IdleSession) -> None:
         """Before a round of ``session``: if its follower's registration changed since its partitions fell asleep,
@@ -723,17 +721,15 @@ class ReplicaManager:
     def _changed(self, tp: tuple[str, int]) -> None:
         """Something a follower's answer tells of ``tp`` moved (its log end, high watermark or log start, its role or
         ISR): wake it in every session holding it asleep."""
-        sleepers = self._sleepers.pop(tp, None)
-        for session in sleepers or ():
-            mark = session.woken(tp)
-            if mark is not None:
-                self._note_slept(session, mark)
+        for session in self._sleepers.pop(tp, ()):
+            self._wake_asleep(session, tp)
 
     @staticmethod
-    def _note_slept(session: IdleSession, mark: FollowerIdleMark) -> None:
-        leading = mark.role.leading
-        if leading is not None:
-            leading.caught_up_while_idle(session.replica, mark.end, session.last_read_ms)
+    def _wake_asleep(session: IdleSession, tp: tuple[str, int]) -> None:
+        """Wake ``tp`` in ``session`` (registered asleep there), noting the reads it skipped."""
+        mark = session.woken(tp)
+        if mark is not None and mark.role.leading is not None:
+            mark.role.leading.caught_up_while_idle(session.replica, mark.end, session.last_read_ms)
 
     def replication_outcome(self, topic: str, partition: int, end_offset: int) -> ErrorCode | None:
         """How an acks=all append ending at ``end_offset`` is answered now, or None while it must wait: once the

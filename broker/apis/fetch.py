@@ -431,13 +431,7 @@ async def _park(
 
     async def until_visible() -> None:
         nonlocal wanted, watched
-        while True:
-            if session is not None:
-                wanted = _awake(session)
-                watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
-            visible = _visible_bytes(broker, request, wanted, starts)
-            if visible >= request.body.min_bytes:
-                return
+        while (visible := _visible_bytes(broker, request, wanted, starts)) < request.body.min_bytes:
             waiter = FetchWaiter(request.body.min_bytes - visible, committed=committed)
             broker.replicas.watch(watched, waiter, replica=follower)
             if session is not None:
@@ -448,6 +442,9 @@ async def _park(
                 broker.replicas.unwatch(watched, waiter, replica=follower)
                 if session is not None and session.parked is waiter:
                     session.parked = None
+            if session is not None:  # with the partitions woken meanwhile
+                wanted = _awake(session)
+                watched = [(name, index) for name, partitions in wanted.items() for index in partitions]
 
     with trio.move_on_at(deadline):
         if request.watch_disconnect is None or deadline - trio.current_time() <= WATCH_DISCONNECT_AFTER_S:

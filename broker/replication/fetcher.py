@@ -244,13 +244,14 @@ class ReplicaFetcher:
         gone = []
         for tp in changed:
             followed = self.partitions.get(tp)
-            partition_log = self._local.get_log(*tp) if followed is not None and tp not in self._held_back else None
-            if partition_log is None:
-                self._listings.pop(tp, None)
-                if followed is not None and tp not in self._held_back:
+            partition_log = None
+            if followed is not None and tp not in self._held_back:
+                partition_log = self._local.get_log(*tp)
+                if partition_log is None:
                     gone.append(tp)  # the log was deleted here
+            if followed is None or partition_log is None:
+                self._listings.pop(tp, None)
                 continue
-            assert followed is not None
             self._listings[tp] = (
                 partition_log.log_end_offset,
                 partition_log.log_start_offset,
